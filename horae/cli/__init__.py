@@ -1,0 +1,1 @@
+"""The ``horae`` command line. Each module here with a ``register(subparsers)`` adds subcommands."""
