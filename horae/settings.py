@@ -26,7 +26,8 @@ class Settings(BaseSettings):
         description="PostgreSQL URL. Unset: the local stack's throwaway cluster is used.",
     )
     schema_registry_url: str | None = Field(
-        default=None, description="Confluent-compatible schema registry; unset: committed catalogue."
+        default=None,
+        description="Confluent-compatible schema registry; unset: the committed catalogue.",
     )
     topic_prefix: str = Field(default="horae.", description="Prefix of every Horae topic name.")
 

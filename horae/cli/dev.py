@@ -1,0 +1,73 @@
+"""``horae dev up | down | status``: the local stack (Kafka 4 + PostgreSQL) on loopback."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from horae.devstack import StackError
+from horae.devstack.stack import LocalStack
+from horae.settings import get_settings
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    dev = subparsers.add_parser("dev", help="manage the local stack (Kafka + PostgreSQL)")
+    sub = dev.add_subparsers(dest="dev_command", metavar="ACTION", required=True)
+    for name, func, text in (
+        ("up", _up, "start Kafka and PostgreSQL (idempotent) and print where they listen"),
+        ("down", _down, "stop both; leaves no java or postgres process behind"),
+        ("status", _status, "print each part's endpoint and health; exit 1 if one is down"),
+    ):
+        sub.add_parser(name, help=text, description=text).set_defaults(func=func)
+
+
+def _stack() -> LocalStack:
+    return LocalStack.from_settings(get_settings())
+
+
+def _print_endpoints(stack: LocalStack, health: dict[str, bool] | None = None) -> None:
+    rows = [
+        ("kafka", stack.endpoints.kafka_bootstrap, stack.kafka is None),
+        ("postgres", stack.endpoints.database_url, stack.postgres is None),
+    ]
+    for name, where, external in rows:
+        state = "" if health is None else ("healthy" if health[name] else "DOWN")
+        origin = "external" if external else "local"
+        print(f"{name:9} {where:45} {origin:8} {state}".rstrip())
+
+
+def _up(args: argparse.Namespace) -> int:
+    stack = _stack()
+    started = time.monotonic()
+    try:
+        stack.up()
+    except StackError as exc:
+        print(f"horae dev up: {exc}", file=sys.stderr)
+        return 1
+    health = stack.status()
+    _print_endpoints(stack, health)
+    print(
+        f"local stack up in {time.monotonic() - started:.1f} s "
+        f"(export HORAE_KAFKA_BOOTSTRAP={stack.endpoints.kafka_bootstrap} "
+        f"HORAE_DATABASE_URL={stack.endpoints.database_url})"
+    )
+    return 0 if all(health.values()) else 1
+
+
+def _down(args: argparse.Namespace) -> int:
+    stack = _stack()
+    try:
+        stack.down()
+    except StackError as exc:
+        print(f"horae dev down: {exc}", file=sys.stderr)
+        return 1
+    print("local stack stopped")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    stack = _stack()
+    health = stack.status()
+    _print_endpoints(stack, health)
+    return 0 if all(health.values()) else 1

@@ -1,0 +1,201 @@
+"""A single-node Apache Kafka 4 (KRaft, broker+controller) on 127.0.0.1 from Maven Central jars.
+
+Jars: ``deploy/local/kafka/pom.xml`` pins the broker's closure; ``mvn dependency:copy-dependencies``
+copies it into ``<state_dir>/kafka/lib`` once. Storage is formatted once per data dir
+(``kafka.tools.StorageTool format --standalone``). The broker runs detached in its own process
+group; its pid is in ``<state_dir>/kafka/kafka.pid``.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from horae.devstack import StackError
+from horae.devstack.probe import kafka_healthy
+from horae.devstack.procs import port_open, read_pid, require_free, tail, terminate, wait_until
+from horae.settings import PROJECT_ROOT
+
+DEPLOY_DIR = PROJECT_ROOT / "deploy" / "local" / "kafka"
+JARS_DIR = DEPLOY_DIR / "lib"  # shared by every node (git-ignored)
+READY_TIMEOUT_S = 90.0
+# Brokers started by this process: kept referenced (a collected running Popen warns) and reaped.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+@dataclass(frozen=True)
+class KafkaNode:
+    home: Path
+    port: int
+    controller_port: int
+    heap: str = "512m"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def lib(self) -> Path:
+        return JARS_DIR
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "kafka.pid"
+
+    @property
+    def config(self) -> Path:
+        return self.home / "server.properties"
+
+    # ------------------------------------------------------------------------------------
+    def fetch_jars(self) -> None:
+        """Copy the pinned broker closure from Maven Central (once)."""
+        marker = self.lib / ".complete"
+        if marker.exists():
+            return
+        if shutil.which("mvn") is None:
+            raise StackError(
+                "Maven (`mvn`) is not installed; it fetches the Kafka jars from Maven Central. "
+                "Install it (`apt-get install -y maven`) or set HORAE_KAFKA_BOOTSTRAP to a broker."
+            )
+        self.lib.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            [
+                "mvn",
+                "-B",
+                "-q",
+                "-f",
+                str(DEPLOY_DIR / "pom.xml"),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={self.lib}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0 or not any(self.lib.glob("kafka_2.13-*.jar")):
+            raise StackError(
+                "could not fetch the Kafka jars from Maven Central (is it reachable? a proxy "
+                "in ~/.m2/settings.xml?). Maven said:\n" + (proc.stdout + proc.stderr)[-2000:]
+            )
+        marker.write_text("ok\n")
+
+    def _java(self) -> str:
+        java = shutil.which("java")
+        if java is None:
+            raise StackError(
+                "Java is not installed; the Kafka broker needs Java 17+ "
+                "(`apt-get install -y openjdk-17-jre-headless`)."
+            )
+        return java
+
+    def _java_cmd(self, main: str, *args: str, heap: str = "256m") -> list[str]:
+        return [
+            self._java(),
+            f"-Xms{heap}",
+            f"-Xmx{heap}",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={DEPLOY_DIR / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.logs_dir}",
+            "-cp",
+            f"{self.lib}/*",
+            main,
+            *args,
+        ]
+
+    def _write_config(self) -> None:
+        template = (DEPLOY_DIR / "server.properties.in").read_text()
+        self.config.write_text(
+            template.format(port=self.port, cport=self.controller_port, data_dir=self.data_dir)
+        )
+
+    def _format(self) -> None:
+        if (self.data_dir / "meta.properties").exists():
+            return
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "H" + cluster_id[1:]  # must not start with '-'
+        proc = subprocess.run(
+            self._java_cmd(
+                "kafka.tools.StorageTool",
+                "format",
+                "--standalone",
+                "-t",
+                cluster_id,
+                "-c",
+                str(self.config),
+            ),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise StackError(
+                "formatting Kafka storage failed:\n" + (proc.stdout + proc.stderr)[-2000:]
+            )
+
+    # ------------------------------------------------------------------------------------
+    def running_pid(self) -> int | None:
+        return read_pid(self.pid_file)
+
+    def healthy(self) -> bool:
+        return port_open(self.port) and kafka_healthy(self.bootstrap)
+
+    def start(self) -> None:
+        """Start the broker unless it runs already; return when an AdminClient gets an answer."""
+        if self.running_pid() is not None:
+            if wait_until(self.healthy, READY_TIMEOUT_S):
+                return
+            raise StackError(f"Kafka is running but not answering; see {self.logs_dir}/server.log")
+        require_free(self.port, "Kafka", "HORAE_DEV_KAFKA_PORT")
+        require_free(
+            self.controller_port, "the Kafka controller", "HORAE_DEV_KAFKA_CONTROLLER_PORT"
+        )
+        self.fetch_jars()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self._write_config()
+        self._format()
+        out = (self.logs_dir / "stdout.log").open("ab")
+        proc = subprocess.Popen(
+            self._java_cmd("kafka.Kafka", str(self.config), heap=self.heap),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=self.home,
+        )
+        out.close()
+        _CHILDREN[proc.pid] = proc
+        self.pid_file.write_text(f"{proc.pid}\n")
+        if not wait_until(lambda: proc.poll() is not None or self.healthy(), READY_TIMEOUT_S):
+            terminate(proc.pid)
+            raise StackError(
+                f"Kafka did not become ready within {READY_TIMEOUT_S:.0f} s; last log lines:\n"
+                + tail(self.logs_dir / "server.log")
+            )
+        if proc.poll() is not None:
+            raise StackError(
+                f"Kafka exited at start (code {proc.returncode}); last output:\n"
+                + tail(self.logs_dir / "stdout.log")
+            )
+
+    def stop(self) -> None:
+        pid = self.running_pid()
+        if pid is not None:
+            terminate(pid, grace_s=30.0)
+            child = _CHILDREN.pop(pid, None)
+            if child is not None:
+                child.wait()
+        self.pid_file.unlink(missing_ok=True)
