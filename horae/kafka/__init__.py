@@ -1,0 +1,1 @@
+"""Kafka adapters shared by the stream processors (confluent-kafka / librdkafka)."""
