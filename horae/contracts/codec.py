@@ -1,0 +1,250 @@
+"""Binary codec of the event contracts: fastavro bodies in the Confluent wire framing
+(magic byte ``0`` + 4-byte big-endian schema id + schemaless Avro).
+
+Schema ids come from the committed catalogue ``schemas/catalogue.json`` (stable, append-only) or,
+when ``HORAE_SCHEMA_REGISTRY_URL`` is set, from a Confluent-compatible schema registry (subject =
+the record's full name, i.e. RecordNameStrategy). Records are always *read* with the current
+schema of their type (``schemas/<Name>.avsc``) as reader schema, so data written by any earlier
+released version decodes. ``decode`` never raises anything but :class:`DecodeError`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import threading
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, cast, overload
+
+import fastavro
+from fastavro.schema import to_parsing_canonical_form
+
+from horae.contracts._reflect import from_avro, to_avro
+from horae.contracts.events import EVENT_TYPES, Event
+from horae.settings import PROJECT_ROOT, get_settings
+
+SCHEMAS_DIR = PROJECT_ROOT / "schemas"
+MAGIC = 0
+_HEADER = struct.Struct(">bI")
+E = TypeVar("E", bound=Event)
+
+
+class DecodeError(Exception):
+    """The one error decoding raises. ``cause`` is a short code (``framing``, ``schema-id``,
+    ``avro``, ``type``, ``json``, ``schema``, ``invalid``); ``detail`` says what was wrong."""
+
+    def __init__(self, cause: str, detail: str) -> None:
+        super().__init__(f"{cause}: {detail}")
+        self.cause = cause
+        self.detail = detail
+
+
+class CatalogueError(Exception):
+    """The committed schemas and catalogue disagree (a developer error, caught by CI)."""
+
+
+def fullname(schema: dict[str, Any]) -> str:
+    name = str(schema["name"])
+    return name if "." in name else f"{schema.get('namespace', '')}.{name}".lstrip(".")
+
+
+def load_schema(path: Path) -> dict[str, Any]:
+    return cast(dict[str, Any], json.loads(path.read_text()))
+
+
+def canonical(schema: dict[str, Any]) -> str:
+    """Avro parsing canonical form (docs and defaults stripped) for identity comparisons."""
+    return str(to_parsing_canonical_form(fastavro.parse_schema(schema, _write_hint=False)))
+
+
+@dataclass(frozen=True)
+class CurrentSchemas:
+    """The current schema of every event type, read from ``schemas/<Name>.avsc``."""
+
+    raw: dict[type[Event], dict[str, Any]]
+    parsed: dict[type[Event], Any]
+    by_name: dict[str, type[Event]]
+
+    @classmethod
+    def load(cls, schemas_dir: Path = SCHEMAS_DIR) -> CurrentSchemas:
+        raw = {t: load_schema(schemas_dir / f"{t.__name__}.avsc") for t in EVENT_TYPES}
+        parsed = {t: fastavro.parse_schema(s) for t, s in raw.items()}
+        return cls(raw, parsed, {fullname(s): t for t, s in raw.items()})
+
+
+class SchemaIds(Protocol):
+    """Where schema ids come from: the committed catalogue or a schema registry."""
+
+    def writer_id(self, event_type: type[Event]) -> int: ...
+
+    def writer_schema(self, schema_id: int) -> dict[str, Any] | None: ...
+
+
+class Catalogue:
+    """The committed catalogue: ``{"schemas": [{"id", "name", "version", "path"}]}``."""
+
+    def __init__(self, current: CurrentSchemas, schemas_dir: Path = SCHEMAS_DIR) -> None:
+        doc = json.loads((schemas_dir / "catalogue.json").read_text())
+        self.entries: dict[int, dict[str, Any]] = {}
+        self._schemas: dict[int, dict[str, Any]] = {}
+        for entry in doc["schemas"]:
+            sid = int(entry["id"])
+            if sid in self.entries:
+                raise CatalogueError(f"schema id {sid} appears twice in catalogue.json")
+            schema = load_schema(schemas_dir / entry["path"])
+            if fullname(schema) != entry["name"]:
+                raise CatalogueError(f"id {sid}: {entry['path']} is not {entry['name']}")
+            self.entries[sid] = entry
+            self._schemas[sid] = schema
+        self._writer: dict[type[Event], int] = {}
+        for t, schema in current.raw.items():
+            form = canonical(schema)
+            ids = [i for i, s in self._schemas.items() if canonical(s) == form]
+            if not ids:
+                raise CatalogueError(
+                    f"schemas/{t.__name__}.avsc is not released: copy it to "
+                    f"schemas/released/vN/ and append an entry with a new id to catalogue.json"
+                )
+            self._writer[t] = max(ids)
+
+    def writer_id(self, event_type: type[Event]) -> int:
+        return self._writer[event_type]
+
+    def writer_schema(self, schema_id: int) -> dict[str, Any] | None:
+        return self._schemas.get(schema_id)
+
+
+class Registry:
+    """Ids from a Confluent-compatible schema registry (subject = record full name)."""
+
+    def __init__(self, url: str, current: CurrentSchemas) -> None:
+        from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+        self._client = SchemaRegistryClient({"url": url})
+        self._schema_cls = Schema
+        self._current = current
+        self._writer: dict[type[Event], int] = {}
+        self._by_id: dict[int, dict[str, Any] | None] = {}
+        self._lock = threading.Lock()
+
+    def writer_id(self, event_type: type[Event]) -> int:
+        with self._lock:
+            if event_type not in self._writer:
+                raw = self._current.raw[event_type]
+                schema = self._schema_cls(json.dumps(raw), "AVRO")
+                sid = self._client.register_schema(fullname(raw), schema)
+                self._writer[event_type] = int(sid)
+            return self._writer[event_type]
+
+    def writer_schema(self, schema_id: int) -> dict[str, Any] | None:
+        with self._lock:
+            if schema_id not in self._by_id:
+                try:
+                    found = self._client.get_schema(schema_id)
+                    self._by_id[schema_id] = cast(dict[str, Any], json.loads(str(found.schema_str)))
+                except Exception:  # unknown id or registry trouble: the record is undecodable
+                    return None
+            return self._by_id[schema_id]
+
+
+class Codec:
+    """Encodes events to, and decodes them from, framed Avro."""
+
+    def __init__(self, ids: SchemaIds | None = None, current: CurrentSchemas | None = None):
+        self.current = current or CurrentSchemas.load()
+        self.ids = ids or Catalogue(self.current)
+        self._writers: dict[int, tuple[type[Event], Any]] = {}
+
+    def encode(self, event: Event) -> bytes:
+        t = type(event)
+        if t not in self.current.parsed:
+            raise TypeError(f"{t.__name__} is not an event contract")
+        buf = io.BytesIO()
+        buf.write(_HEADER.pack(MAGIC, self.ids.writer_id(t)))
+        fastavro.schemaless_writer(buf, self.current.parsed[t], to_avro(event))
+        return buf.getvalue()
+
+    def decode_datum(self, data: bytes) -> tuple[type[Event], dict[str, Any]]:
+        """The event type and the Avro datum (read with the current schema) of framed bytes."""
+        if not isinstance(data, bytes | bytearray | memoryview) or len(data) < _HEADER.size:
+            raise DecodeError("framing", "shorter than the 5-byte wire header")
+        magic, schema_id = _HEADER.unpack_from(data)
+        if magic != MAGIC:
+            raise DecodeError("framing", f"magic byte {magic}, expected {MAGIC}")
+        t, writer = self._writer(schema_id)
+        buf = io.BytesIO(bytes(data[_HEADER.size :]))
+        try:
+            datum = fastavro.schemaless_reader(buf, writer, self.current.parsed[t])
+        except Exception as exc:
+            raise DecodeError("avro", f"{type(exc).__name__}: {exc}") from exc
+        if buf.tell() != len(data) - _HEADER.size:
+            raise DecodeError("avro", "trailing bytes after the record")
+        if not isinstance(datum, dict):
+            raise DecodeError("avro", "not a record")
+        return t, datum
+
+    @overload
+    def decode(self, data: bytes) -> Event: ...
+
+    @overload
+    def decode(self, data: bytes, expect: type[E]) -> E: ...
+
+    def decode(self, data: bytes, expect: type[Any] | None = None) -> Event:
+        t, datum = self.decode_datum(data)
+        if expect is not None and t is not expect:
+            raise DecodeError("type", f"a {t.__name__} where a {expect.__name__} was expected")
+        return to_event(t, datum)
+
+    def _writer(self, schema_id: int) -> tuple[type[Event], Any]:
+        if schema_id not in self._writers:
+            schema = self.ids.writer_schema(schema_id)
+            if schema is None:
+                raise DecodeError("schema-id", f"unknown schema id {schema_id}")
+            t = self.current.by_name.get(fullname(schema))
+            if t is None:
+                raise DecodeError("schema-id", f"id {schema_id} is {fullname(schema)}")
+            try:
+                parsed = fastavro.parse_schema(schema)
+            except Exception as exc:
+                raise DecodeError("schema-id", f"id {schema_id}: {exc}") from exc
+            self._writers[schema_id] = (t, parsed)
+        return self._writers[schema_id]
+
+
+def to_event(t: type[E], datum: dict[str, Any]) -> E:
+    """The event of type ``t`` for an Avro datum; :class:`DecodeError` ``invalid`` if it cannot be
+    built (e.g. a naive timestamp or an unknown enum symbol)."""
+    try:
+        return cast(E, from_avro(t, datum))
+    except Exception as exc:
+        raise DecodeError("invalid", f"{type(exc).__name__}: {exc}") from exc
+
+
+@cache
+def default_codec() -> Codec:
+    """The process codec: registry if ``HORAE_SCHEMA_REGISTRY_URL`` is set, else the catalogue."""
+    current = CurrentSchemas.load()
+    url = get_settings().schema_registry_url
+    return Codec(Registry(url, current) if url else Catalogue(current), current)
+
+
+def encode(event: Event) -> bytes:
+    """Framed Avro bytes of an event (see :class:`Codec`)."""
+    return default_codec().encode(event)
+
+
+@overload
+def decode(data: bytes) -> Event: ...
+
+
+@overload
+def decode(data: bytes, expect: type[E]) -> E: ...
+
+
+def decode(data: bytes, expect: type[Any] | None = None) -> Event:
+    """The event in framed Avro bytes; raises only :class:`DecodeError`."""
+    codec = default_codec()
+    return codec.decode(data) if expect is None else codec.decode(data, expect)

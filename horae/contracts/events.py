@@ -1,0 +1,423 @@
+"""The event contracts of Horae as Python types: one frozen dataclass per Avro record.
+
+Each top-level event ``X`` has the schema ``schemas/X.avsc`` (namespace ``horae.events``); the test
+``tests/unit/contracts/test_mirror.py`` proves both agree field for field. Conventions:
+
+- every instant is an aware UTC ``datetime`` (Avro ``long``/``timestamp-micros``);
+- enums are ``StrEnum`` whose values are the Avro symbols;
+- optional fields are ``X | None`` (Avro ``["null", X]``, default null); collections are tuples
+  (arrays) and mappings (maps), default empty;
+- a field added later must carry a default (BACKWARD compatibility, checked in CI).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class DefinitionState(StrEnum):
+    LIVE = "live"
+    PAUSED = "paused"
+    DELETED = "deleted"
+
+
+class RecurrenceKind(StrEnum):
+    CRON = "cron"
+    EVERY = "every"
+    AT = "at"
+
+
+class DstGap(StrEnum):
+    SHIFT = "shift"
+    SKIP = "skip"
+
+
+class DstRepeat(StrEnum):
+    FIRST = "first"
+    BOTH = "both"
+
+
+class Misfire(StrEnum):
+    FIRE_ONCE = "fire_once"
+    FIRE_ALL = "fire_all"
+    SKIP = "skip"
+
+
+class Overlap(StrEnum):
+    ALLOW = "allow"
+    SKIP = "skip"
+    BUFFER_ONE = "buffer_one"
+    REPLACE = "replace"
+
+
+class TargetKind(StrEnum):
+    WEBHOOK = "webhook"
+    EVENT = "event"
+
+
+class Role(StrEnum):
+    AUTHOR = "author"
+    POLICY = "policy"
+    READ = "read"
+    PLATFORM = "platform"
+
+
+class Origin(StrEnum):
+    SCHEDULED = "scheduled"
+    MANUAL = "manual"
+    BACKFILL = "backfill"
+
+
+class Lane(StrEnum):
+    ON_TIME = "on_time"
+    CATCH_UP = "catch_up"
+    BACKFILL = "backfill"
+    MANUAL = "manual"
+    RETRY = "retry"
+
+
+class FireState(StrEnum):
+    FIRED = "fired"  # committed and handed to a lane
+    SKIPPED = "skipped"  # decided not to dispatch (misfire skip, overlap skip, dst skip...)
+    EXPIRED = "expired"  # older than the catch-up horizon
+    PAUSED = "paused"  # due while the trigger was paused
+    REJECTED = "rejected"  # refused (quota, authorisation)
+    SHED = "shed"  # dropped under overload, per the shedding order
+    REPLACED = "replaced"  # cancelled by a newer fire (overlap replace)
+
+
+class CommandKind(StrEnum):
+    MANUAL_RUN = "manual_run"
+    BACKFILL = "backfill"
+    PAUSE = "pause"
+    RESUME = "resume"
+
+
+class TransportResult(StrEnum):
+    OK = "ok"  # 2xx, or the event was produced
+    HTTP_ERROR = "http_error"  # a non-2xx answer (see http_status)
+    TIMEOUT = "timeout"
+    CONNECT_ERROR = "connect_error"
+    TLS_ERROR = "tls_error"
+    REFUSED_ADDRESS = "refused_address"  # SSRF guard: non-public address
+    PRODUCE_ERROR = "produce_error"  # event target: Kafka refused
+    UNKNOWN = "unknown"  # outcome unknown (e.g. crash mid-call)
+
+
+class OutcomeState(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # permanent failure (e.g. 4xx other than 408/429)
+    EXHAUSTED = "exhausted"  # attempt budget or deadline used up
+    CANCELLED = "cancelled"  # replaced / trigger deleted before success
+
+
+class ScheduleEventType(StrEnum):
+    """Values of :attr:`ScheduleEvent.type` (a plain Avro string, so new types never break an
+    old subscriber)."""
+
+    TRIGGERED = "schedule.triggered"
+    SKIPPED = "schedule.skipped"
+    EXPIRED = "schedule.expired"
+    PAUSED = "schedule.paused"
+    RESUMED = "schedule.resumed"
+    SUCCEEDED = "schedule.succeeded"
+    FAILED = "schedule.failed"
+    REJECTED = "schedule.rejected"
+
+
+# --- building blocks -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Proof of origin: an HMAC-SHA256 over the canonical form (see :mod:`horae.contracts.signing`)
+    with one of the tenant's ingress keys."""
+
+    key_id: str
+    value: str  # lowercase hex
+    alg: str = "hmac-sha256"
+
+
+@dataclass(frozen=True)
+class Recurrence:
+    """When: ``cron`` uses ``expr``, ``every`` uses ``every_s`` (+ ``anchor``), ``at`` ``at``."""
+
+    kind: RecurrenceKind
+    expr: str | None = None
+    every_s: int | None = None
+    anchor: datetime | None = None
+    at: tuple[datetime, ...] = ()
+    zone: str = "UTC"
+    dst_gap: DstGap = DstGap.SHIFT
+    dst_repeat: DstRepeat = DstRepeat.FIRST
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where: a signed webhook call, or an event produced on a tenant topic."""
+
+    kind: TargetKind
+    url: str | None = None
+    method: str = "POST"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    topic: str | None = None
+    secret_refs: tuple[str, ...] = ()  # signing secrets, current first (rotation)
+    timeout_ms: int = 10_000
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    base_s: float = 1.0
+    max_s: float = 300.0
+    honour_retry_after: bool = True
+
+
+@dataclass(frozen=True)
+class Policies:
+    misfire: Misfire = Misfire.FIRE_ONCE
+    max_catchup: int = 10  # bound for fire_all
+    horizon_s: int = 86_400  # catch-up horizon: older instants are expired
+    overlap: Overlap = Overlap.ALLOW
+    jitter_s: int = 0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """The tenant quotas this trigger is subject to (as granted when it was authored)."""
+
+    dispatch_per_s: float = 10.0
+    catchup_share: float = 0.2
+    backfill_max_fires: int = 1_000
+    max_concurrency: int | None = None
+
+
+# --- events ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TriggerDefinition:
+    """A full version of a trigger (topic ``definitions``, key = trigger key, compacted)."""
+
+    tenant: str
+    trigger_id: str
+    version: int
+    state: DefinitionState
+    recurrence: Recurrence
+    target: Target
+    authored_at: datetime
+    author: str
+    role: Role = Role.AUTHOR
+    payload: bytes = b""
+    content_type: str = "application/json"
+    policies: Policies = field(default_factory=Policies)
+    quotas: Quotas = field(default_factory=Quotas)
+    description: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    signature: Signature | None = None
+
+
+@dataclass(frozen=True)
+class Command:
+    """An imperative request (topic ``commands``, key = trigger key)."""
+
+    command_id: str
+    tenant: str
+    trigger_id: str
+    kind: CommandKind
+    requested_by: str
+    role: Role
+    requested_at: datetime
+    backfill_from: datetime | None = None
+    backfill_to: datetime | None = None
+    reason: str | None = None
+    signature: Signature | None = None
+
+
+@dataclass(frozen=True)
+class FireRecord:
+    """The decision about one instant (topic ``fires``, key = fire key, partitioned by trigger)."""
+
+    fire_key: str  # FireKey.canonical()
+    key_hash: str  # FireKey.short_hash()
+    tenant: str
+    trigger_id: str
+    origin: Origin
+    scheduled_at: datetime
+    sequence: int
+    jitter_ms: int
+    due_at: datetime
+    decided_at: datetime
+    state: FireState
+    trigger_version: int
+    tzdata_version: str
+    target_kind: TargetKind
+    lane: Lane | None = None
+    cause: str | None = None  # why not dispatched, e.g. "expired: past horizon"
+    cause_detail: str | None = None
+    command_id: str | None = None
+
+
+@dataclass(frozen=True)
+class DispatchOrder:
+    """A committed fire handed to a lane (topics ``lane.<lane>``, key = fire key)."""
+
+    fire: FireRecord
+    target: Target
+    lane: Lane
+    attempt: int  # the attempt this order asks for (1 = first)
+    not_before: datetime  # a retry waits until then
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    payload: bytes = b""
+    content_type: str = "application/json"
+    deadline: datetime | None = None  # retries truncated at the next instant
+
+
+@dataclass(frozen=True)
+class PlannerState:
+    """The planner's per-trigger state (topic ``planner-state``, key = trigger key, compacted)."""
+
+    tenant: str
+    trigger_id: str
+    trigger_version: int
+    state: DefinitionState
+    updated_at: datetime
+    next_instant: datetime | None = None
+    next_sequence: int = 0
+    last_decided: datetime | None = None
+    last_fire_key: str | None = None
+    paused_since: datetime | None = None
+    running_fire_key: str | None = None
+    buffered_fire_key: str | None = None
+    backfill_command_id: str | None = None
+    backfill_cursor: datetime | None = None
+    backfill_to: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One dispatch attempt (topic ``attempts``, key = fire key)."""
+
+    fire_key: str
+    key_hash: str
+    tenant: str
+    trigger_id: str
+    n: int
+    lane: Lane
+    started_at: datetime
+    ended_at: datetime
+    transport_result: TransportResult
+    duration_ms: int
+    http_status: int | None = None
+    error: str | None = None
+    retry_after_s: float | None = None
+    next_attempt_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class WorkOutcome:
+    """The final result of a fire's dispatch (topic ``outcomes``, key = fire key)."""
+
+    fire_key: str
+    key_hash: str
+    tenant: str
+    trigger_id: str
+    state: OutcomeState
+    attempts: int
+    decided_at: datetime
+    first_attempt_at: datetime | None = None
+    last_attempt_at: datetime | None = None
+    http_status: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ScheduleEvent:
+    """Public, tenant-facing (topic ``schedule-events``, key = trigger key)."""
+
+    event_id: str
+    type: str  # a ScheduleEventType value; unknown values must be ignored by subscribers
+    tenant: str
+    trigger_id: str
+    emitted_at: datetime
+    trigger_version: int
+    fire_key: str | None = None
+    key_hash: str | None = None
+    origin: Origin | None = None
+    scheduled_at: datetime | None = None
+    due_at: datetime | None = None
+    payload: bytes = b""
+    content_type: str = "application/json"
+    cause: str | None = None
+    attempt: int | None = None
+    http_status: int | None = None
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A record that could not be accepted (topic ``quarantine``), with its cause and bytes."""
+
+    source_topic: str
+    source_partition: int
+    source_offset: int
+    cause: str  # a short code: "decode", "schema", "invalid", "unsigned", "signature", ...
+    detail: str
+    original: bytes
+    quarantined_at: datetime
+    original_key: bytes | None = None
+    tenant: str | None = None
+    trigger_id: str | None = None
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """A privileged act (topic ``audit``, key = tenant, kept long)."""
+
+    audit_id: str
+    tenant: str
+    principal: str
+    role: Role
+    action: str  # e.g. "backfill.request", "horizon.change", "quota.change"
+    at: datetime
+    allowed: bool
+    trigger_id: str | None = None
+    command_id: str | None = None
+    detail: Mapping[str, str] = field(default_factory=dict)
+
+
+Event = (
+    TriggerDefinition
+    | Command
+    | FireRecord
+    | DispatchOrder
+    | PlannerState
+    | Attempt
+    | WorkOutcome
+    | ScheduleEvent
+    | Quarantined
+    | AuditEntry
+)
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    TriggerDefinition,
+    Command,
+    FireRecord,
+    DispatchOrder,
+    PlannerState,
+    Attempt,
+    WorkOutcome,
+    ScheduleEvent,
+    Quarantined,
+    AuditEntry,
+)
+
+
+def trigger_key(tenant: str, trigger_id: str) -> str:
+    """The Kafka key of a trigger (definitions, planner state, commands, schedule events)."""
+    return f"{tenant}/{trigger_id}"

@@ -1,0 +1,163 @@
+"""The topic catalogue: names (under ``Settings.topic_prefix``), keys, partitioning and configs.
+
+Keys (UTF-8 strings):
+
+- trigger key ``<tenant>/<trigger_id>`` (:func:`horae.contracts.events.trigger_key`) for
+  definitions, commands, planner state and schedule events;
+- fire key (``FireKey.canonical()``) for the fire ledger, lanes, attempts and outcomes. The ledger
+  is *partitioned by trigger*: producers pass ``partition=partition_for(trigger_key, n)`` so that a
+  trigger's ledger and its planner state live on the same partition number (both topics have the
+  same partition count). Lanes, attempts and outcomes do the same so a fire's whole story sits on
+  one partition number.
+
+Every producer sets ``partitioner=murmur2_random`` (:data:`PRODUCER_DEFAULTS`): librdkafka's default
+(CRC32) disagrees with Java clients; murmur2 makes keyed records land where Java/Kafka Streams would
+put them and where :func:`partition_for` says.
+
+Record timestamps: never a future fire time (Kafka 4 rejects timestamps more than 1 h ahead); let
+the producer stamp "now" (do not pass ``timestamp=``). Instants travel inside the value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from horae.contracts import events as ev
+from horae.settings import get_settings
+
+DAY_MS = 86_400_000
+PRODUCER_DEFAULTS: dict[str, str | int | bool] = {
+    "partitioner": "murmur2_random",
+    "enable.idempotence": True,
+    "acks": "all",
+    "compression.type": "zstd",
+}
+
+
+class Topic(StrEnum):
+    """Topic suffixes; the full name is ``<prefix><suffix>`` (default prefix ``horae.``)."""
+
+    DEFINITIONS = "definitions"
+    COMMANDS = "commands"
+    FIRES = "fires"
+    PLANNER_STATE = "planner-state"
+    LANE_ON_TIME = "lane.on_time"
+    LANE_CATCH_UP = "lane.catch_up"
+    LANE_BACKFILL = "lane.backfill"
+    LANE_MANUAL = "lane.manual"
+    LANE_RETRY = "lane.retry"
+    ATTEMPTS = "attempts"
+    OUTCOMES = "outcomes"
+    SCHEDULE_EVENTS = "schedule-events"
+    DLQ = "dlq"
+    QUARANTINE = "quarantine"
+    AUDIT = "audit"
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    suffix: Topic
+    value_type: type[ev.Event]
+    key: str  # "trigger", "fire" or "tenant"
+    partitions: int
+    config: dict[str, str] = field(default_factory=dict)
+
+    def name(self, prefix: str | None = None) -> str:
+        return topic_name(self.suffix, prefix)
+
+
+def topic_name(suffix: Topic | str, prefix: str | None = None) -> str:
+    """Full topic name under ``prefix`` (default: ``Settings.topic_prefix``)."""
+    return f"{get_settings().topic_prefix if prefix is None else prefix}{Topic(suffix).value}"
+
+
+def lane_topic(lane: ev.Lane) -> Topic:
+    return Topic(f"lane.{lane.value}")
+
+
+#: Partition count shared by every trigger-partitioned topic (co-partitioning relies on it).
+PARTITIONS = 12
+_COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": str(DAY_MS)}
+_COMPACTED_FOREVER = {**_COMPACTED, "retention.ms": "-1"}
+
+
+def _delete(days: int) -> dict[str, str]:
+    return {"cleanup.policy": "delete", "retention.ms": str(days * DAY_MS)}
+
+
+def _spec(
+    suffix: Topic, value: type[ev.Event], key: str, config: dict[str, str], parts: int = PARTITIONS
+) -> TopicSpec:
+    return TopicSpec(suffix, value, key, parts, config)
+
+
+CATALOGUE: tuple[TopicSpec, ...] = (
+    _spec(Topic.DEFINITIONS, ev.TriggerDefinition, "trigger", _COMPACTED_FOREVER),
+    _spec(Topic.COMMANDS, ev.Command, "trigger", _delete(7)),
+    _spec(Topic.FIRES, ev.FireRecord, "fire", _COMPACTED_FOREVER),
+    _spec(Topic.PLANNER_STATE, ev.PlannerState, "trigger", _COMPACTED_FOREVER),
+    *(
+        _spec(lane_topic(lane), ev.DispatchOrder, "fire", _delete(7))
+        for lane in ev.Lane  # on_time, catch_up, backfill, manual, retry
+    ),
+    _spec(Topic.ATTEMPTS, ev.Attempt, "fire", _delete(30)),
+    _spec(Topic.OUTCOMES, ev.WorkOutcome, "fire", _delete(30)),
+    _spec(Topic.SCHEDULE_EVENTS, ev.ScheduleEvent, "trigger", _delete(7)),
+    _spec(Topic.DLQ, ev.DispatchOrder, "fire", _delete(30)),
+    _spec(Topic.QUARANTINE, ev.Quarantined, "trigger", _delete(30)),
+    _spec(Topic.AUDIT, ev.AuditEntry, "tenant", _delete(3650), parts=3),
+)
+BY_SUFFIX: dict[Topic, TopicSpec] = {spec.suffix: spec for spec in CATALOGUE}
+
+
+def spec(suffix: Topic) -> TopicSpec:
+    return BY_SUFFIX[suffix]
+
+
+def desired_config(spec: TopicSpec, replication_factor: int) -> dict[str, str]:
+    """The full config ``horae topics apply`` sets: the spec's plus ``min.insync.replicas``
+    (2, or the replication factor when smaller: a single-node dev broker gets 1)."""
+    return {**spec.config, "min.insync.replicas": str(min(2, replication_factor))}
+
+
+# --- partitioning ----------------------------------------------------------------------------
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 (``org.apache.kafka.common.utils.Utils.murmur2``) as a signed 32-bit int."""
+    m, r, mask = 0x5BD1E995, 24, 0xFFFFFFFF
+    length = len(data)
+    h = (0x9747B28C ^ length) & mask
+    for i in range(length // 4):
+        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> r
+        k = (k * m) & mask
+        h = (h * m) & mask
+        h ^= k
+    tail = length & ~3
+    rest = length % 4
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(key: str | bytes, partitions: int) -> int:
+    """The partition Java's default partitioner (and librdkafka ``murmur2_random``) picks for a
+    non-null key: ``toPositive(murmur2(key)) % partitions``."""
+    data = key.encode() if isinstance(key, str) else key
+    return (murmur2(data) & 0x7FFFFFFF) % partitions
+
+
+def fire_partition(tenant: str, trigger_id: str, partitions: int = PARTITIONS) -> int:
+    """Where a trigger's fire records go (its planner-state partition number)."""
+    return partition_for(ev.trigger_key(tenant, trigger_id), partitions)
