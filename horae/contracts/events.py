@@ -143,13 +143,13 @@ class Signature:
 
 @dataclass(frozen=True)
 class Recurrence:
-    """When: ``cron`` uses ``expr``, ``every`` uses ``every_s`` (+ ``anchor``), ``at`` ``at``."""
+    """When: ``cron``: ``expr``; ``every``: ``interval_s`` (+ ``anchor``); ``at``: ``instants``."""
 
     kind: RecurrenceKind
     expr: str | None = None
-    every_s: int | None = None
+    interval_s: int | None = None  # every: elapsed seconds between instants
     anchor: datetime | None = None
-    at: tuple[datetime, ...] = ()
+    instants: tuple[datetime, ...] = ()  # at: one-shot instants
     zone: str = "UTC"
     dst_gap: DstGap = DstGap.SHIFT
     dst_repeat: DstRepeat = DstRepeat.FIRST

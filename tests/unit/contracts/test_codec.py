@@ -28,7 +28,7 @@ def test_minimal_definition_round_trips_with_defaults() -> None:
         trigger_id="x",
         version=1,
         state=ev.DefinitionState.LIVE,
-        recurrence=ev.Recurrence(kind=ev.RecurrenceKind.EVERY, every_s=300),
+        recurrence=ev.Recurrence(kind=ev.RecurrenceKind.EVERY, interval_s=300),
         target=ev.Target(kind=ev.TargetKind.EVENT, topic="t.events"),
         authored_at=d.authored_at,
         author="a",
