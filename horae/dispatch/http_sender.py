@@ -1,0 +1,362 @@
+"""The HTTP sender: one attempt of one outbound call, with the SSRF guarantees kept.
+
+Contract of :meth:`HttpSender.send` (it never raises for a failed attempt; it returns an
+:class:`AttemptResult`):
+
+* the URL goes through the :class:`~horae.dispatch.ssrf.AddressPolicy` first; a refusal is
+  ``refused_ssrf`` and nothing is sent;
+* the connection goes to one of the addresses that were checked, and only those: the connector's
+  resolver answers from the checked set of *this* attempt (a context variable) and fails closed
+  otherwise, so there is no second DNS lookup and DNS rebinding cannot redirect the call. Pooled
+  keep-alive connections are reused; each was opened to an address checked at that time, and the
+  pool key includes host, port and TLS server name;
+* redirects are never followed: a 3xx is ``redirect_refused``;
+* at most ``max_body_bytes`` of the response body are read (``body_truncated`` says there was
+  more, which is not an error; the connection is then dropped rather than drained); responses are
+  not decompressed (``Accept-Encoding: identity``);
+* connect and read timeouts, and a deadline for the whole attempt (resolution included). A
+  timeout *before* the connection was established is ``timeout_connect`` (outcome ``not_sent``);
+  after it, the request may have reached the target: ``timeout_read`` with outcome ``unknown``;
+* ``Retry-After`` (delta-seconds or HTTP-date, against the injected wall clock) is parsed.
+
+No cookies are kept (a target cannot plant state for another tenant's call) and no proxy from
+the environment is used (it would bypass the address check).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from enum import StrEnum
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from horae.dispatch.ssrf import AddressPolicy, AddressRefused, CheckedTarget, ResolutionError
+
+
+class TransportResult(StrEnum):
+    """How an attempt ended, as far as the transport can tell."""
+
+    OK = "ok"  # 2xx
+    HTTP_ERROR = "http_error"  # 4xx/5xx (and 1xx oddities)
+    REDIRECT_REFUSED = "redirect_refused"  # 3xx, not followed
+    REFUSED_SSRF = "refused_ssrf"  # the address policy said no; nothing sent
+    DNS_ERROR = "dns_error"  # the name did not resolve (or not within the deadline)
+    TIMEOUT_CONNECT = "timeout_connect"  # no connection within the limit; nothing sent
+    CONNECTION_ERROR = "connection_error"  # could not connect (refused, unreachable)
+    TLS_ERROR = "tls_error"  # handshake or certificate failure; nothing sent
+    TIMEOUT_READ = "timeout_read"  # connected, sent (maybe), no answer in time
+    CONNECTION_LOST = "connection_lost"  # connected, then dropped before an answer
+    PROTOCOL_ERROR = "protocol_error"  # the answer was not valid HTTP
+
+
+class Outcome(StrEnum):
+    """What the target saw. ``unknown``: the request may or may not have been processed."""
+
+    DELIVERED = "delivered"
+    REJECTED = "rejected"
+    NOT_SENT = "not_sent"
+    UNKNOWN = "unknown"
+
+
+_UNKNOWN_RESULTS = {
+    TransportResult.TIMEOUT_READ,
+    TransportResult.CONNECTION_LOST,
+    TransportResult.PROTOCOL_ERROR,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    """The record of one attempt. ``duration_s`` spans resolution to the last byte read;
+    ``peer`` is the address actually connected to (when known)."""
+
+    transport_result: TransportResult
+    status: int | None = None
+    duration_s: float = 0.0
+    retry_after_s: float | None = None
+    body_excerpt: bytes = b""
+    body_truncated: bool = False
+    detail: str = ""
+    peer: str | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        """Delivered (2xx), rejected (any other answer), not sent, or unknown."""
+        if self.transport_result is TransportResult.OK:
+            return Outcome.DELIVERED
+        if self.status is not None:
+            return Outcome.REJECTED
+        if self.transport_result in _UNKNOWN_RESULTS:
+            return Outcome.UNKNOWN
+        return Outcome.NOT_SENT
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait per a ``Retry-After`` value: delta-seconds, or an HTTP-date compared with
+    ``now`` (unix seconds; a past date gives 0). ``None`` if absent or unparseable. Pure."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(int(value))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110: HTTP-dates are GMT
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+@dataclass(frozen=True, slots=True)
+class SenderConfig:
+    """Limits of the sender. ``deadline_s`` bounds a whole attempt; ``pool_size`` is the number of
+    open connections overall, ``pool_per_host`` per (host, port, TLS) key (0: no per-host cap)."""
+
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 10.0
+    deadline_s: float = 30.0
+    max_body_bytes: int = 64 * 1024
+    pool_size: int = 256
+    pool_per_host: int = 64
+    keepalive_s: float = 15.0
+    user_agent: str = "Horae-Dispatcher/0.1"
+
+
+@dataclass(slots=True)
+class _Attempt:
+    target: CheckedTarget | None = None
+    connected: bool = False
+    status: int | None = None
+    retry_after: str | None = None
+    peer: str | None = None
+    body: bytearray = field(default_factory=bytearray)
+    truncated: bool = False
+
+
+_ATTEMPT: contextvars.ContextVar[_Attempt] = contextvars.ContextVar("horae_dispatch_attempt")
+
+
+class _PinnedResolver(AbstractResolver):
+    """Answers only with the addresses checked for the current attempt; fails closed."""
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        attempt = _ATTEMPT.get(None)
+        target = attempt.target if attempt is not None else None
+        if target is None or target.host != host:
+            raise OSError(f"no checked address for {host!r}: refusing to resolve")
+        return [
+            ResolveResult(
+                hostname=host,
+                host=str(addr),
+                port=port,
+                family=socket.AF_INET if addr.version == 4 else socket.AF_INET6,
+                proto=socket.IPPROTO_TCP,
+                flags=socket.AI_NUMERICHOST,
+            )
+            for addr in target.addresses
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
+class _TrackingConnector(aiohttp.TCPConnector):
+    """Marks the attempt as connected once it holds a connection (fresh or pooled), which is what
+    separates 'timed out before sending' from 'timed out after sending'."""
+
+    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
+        conn = await super().connect(req, traces, timeout)
+        attempt = _ATTEMPT.get(None)
+        if attempt is not None:
+            attempt.connected = True
+        return conn
+
+
+class HttpSender:
+    """Sends attempts over one pooled aiohttp session. Use ``async with HttpSender(...)`` or
+    ``await start()`` / ``await close()``, inside the event loop that sends. Concurrency-safe:
+    call :meth:`send` from as many tasks as you like (bounded by ``pool_size``)."""
+
+    def __init__(
+        self,
+        policy: AddressPolicy,
+        config: SenderConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._policy = policy
+        self._config = config or SenderConfig()
+        self._clock = clock
+        self._monotonic = monotonic
+        self._session: aiohttp.ClientSession | None = None
+        self._timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=self._config.connect_timeout_s,
+            sock_connect=self._config.connect_timeout_s,
+            sock_read=self._config.read_timeout_s,
+        )
+
+    async def start(self) -> None:
+        """Open the connection pool (idempotent)."""
+        if self._session is not None:
+            return
+        connector = _TrackingConnector(
+            resolver=_PinnedResolver(),
+            use_dns_cache=False,
+            limit=self._config.pool_size,
+            limit_per_host=self._config.pool_per_host,
+            keepalive_timeout=self._config.keepalive_s,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            trust_env=False,
+            auto_decompress=False,
+            timeout=self._timeout,
+            headers={"User-Agent": self._config.user_agent, "Accept-Encoding": "identity"},
+        )
+
+    async def close(self) -> None:
+        """Close the pool; in-flight sends fail. Idempotent."""
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    async def __aenter__(self) -> HttpSender:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def send(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, method: str = "POST"
+    ) -> AttemptResult:
+        """Make one attempt; see the module docstring. ``headers`` are sent as given (build them
+        with :func:`horae.dispatch.signing.attempt_headers`)."""
+        if self._session is None:
+            raise RuntimeError("HttpSender is not started")
+        started = self._monotonic()
+        attempt = _Attempt()
+        reset = _ATTEMPT.set(attempt)
+        try:
+            async with asyncio.timeout(self._config.deadline_s):
+                result, detail = await self._exchange(
+                    self._session, attempt, url, body, headers, method
+                )
+        except TimeoutError:
+            result, detail = self._timed_out(attempt)
+        finally:
+            _ATTEMPT.reset(reset)
+        retry_after = None
+        if attempt.retry_after is not None:
+            retry_after = parse_retry_after(attempt.retry_after, self._clock())
+        return AttemptResult(
+            transport_result=result,
+            status=attempt.status,
+            duration_s=self._monotonic() - started,
+            retry_after_s=retry_after,
+            body_excerpt=bytes(attempt.body),
+            body_truncated=attempt.truncated,
+            detail=detail,
+            peer=attempt.peer,
+        )
+
+    async def _exchange(
+        self,
+        session: aiohttp.ClientSession,
+        attempt: _Attempt,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        method: str,
+    ) -> tuple[TransportResult, str]:
+        try:
+            attempt.target = await self._policy.check(url)
+        except AddressRefused as exc:
+            return TransportResult.REFUSED_SSRF, str(exc)
+        except ResolutionError as exc:
+            return TransportResult.DNS_ERROR, str(exc)
+        try:
+            resp = await session.request(
+                method, attempt.target.url, data=body, headers=headers, allow_redirects=False
+            )
+        except aiohttp.ClientError as exc:
+            return _client_error(exc, attempt.connected), f"{type(exc).__name__}: {exc}"
+        try:
+            attempt.status = resp.status
+            attempt.retry_after = resp.headers.get("Retry-After")
+            if resp.connection is not None and resp.connection.transport is not None:
+                peer = resp.connection.transport.get_extra_info("peername")
+                attempt.peer = str(peer[0]) if peer else None
+            detail = ""
+            try:
+                await self._read_bounded(resp, attempt)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                detail = f"body read: {type(exc).__name__}: {exc}"
+        finally:
+            if attempt.truncated or not resp.content.at_eof():
+                resp.close()  # never drain an unbounded or stalled body into the pool
+            else:
+                resp.release()
+        return _status_result(resp.status), detail
+
+    async def _read_bounded(self, resp: aiohttp.ClientResponse, attempt: _Attempt) -> None:
+        limit = self._config.max_body_bytes
+        while len(attempt.body) < limit:
+            chunk = await resp.content.read(limit - len(attempt.body))
+            if not chunk:
+                return
+            attempt.body += chunk
+        attempt.truncated = not resp.content.at_eof()
+
+    @staticmethod
+    def _timed_out(attempt: _Attempt) -> tuple[TransportResult, str]:
+        if attempt.status is not None:  # the answer came; only the body was late
+            return _status_result(attempt.status), "body read: deadline exceeded"
+        if attempt.target is None:
+            return TransportResult.DNS_ERROR, "deadline exceeded while resolving"
+        if attempt.connected:
+            return TransportResult.TIMEOUT_READ, "deadline exceeded after sending"
+        return TransportResult.TIMEOUT_CONNECT, "deadline exceeded while connecting"
+
+
+def _status_result(status: int) -> TransportResult:
+    if 200 <= status < 300:
+        return TransportResult.OK
+    if 300 <= status < 400:
+        return TransportResult.REDIRECT_REFUSED
+    return TransportResult.HTTP_ERROR
+
+
+def _client_error(exc: aiohttp.ClientError, connected: bool) -> TransportResult:
+    """Map an aiohttp error raised before a response arrived."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return TransportResult.TIMEOUT_CONNECT
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return TransportResult.TIMEOUT_READ if connected else TransportResult.TIMEOUT_CONNECT
+    if isinstance(exc, aiohttp.ClientSSLError | aiohttp.ServerFingerprintMismatch):
+        return TransportResult.TLS_ERROR
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return TransportResult.PROTOCOL_ERROR
+    if connected:
+        return TransportResult.CONNECTION_LOST
+    return TransportResult.CONNECTION_ERROR
