@@ -1,0 +1,63 @@
+"""Conversions between the event contracts and the pure time core (:mod:`horae.domain`).
+
+The contracts carry instants as aware datetimes; the domain carries epoch seconds. Conversions
+validate: a :class:`horae.domain.errors.ValidationError` names the offending field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from horae.contracts import events as ev
+from horae.domain.errors import ValidationError
+from horae.domain.recurrence import AtSpec, CronSpec, EverySpec, Recurrence
+from horae.domain.tzdb import load_zone
+
+
+def _epoch(value: datetime, field: str) -> int:
+    if value.microsecond:
+        raise ValidationError(field, value.isoformat(), "instants are whole seconds")
+    return int(value.timestamp())
+
+
+def _instant(epoch: int) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def recurrence_to_domain(r: ev.Recurrence) -> Recurrence:
+    """The domain recurrence spec of a contract recurrence (zone and DST choices aside)."""
+    try:
+        if r.kind is ev.RecurrenceKind.CRON:
+            if r.expr is None:
+                raise ValidationError("expr", None, "required for a cron recurrence")
+            return CronSpec(r.expr)
+        if r.kind is ev.RecurrenceKind.EVERY:
+            if r.interval_s is None:
+                raise ValidationError("interval_s", None, "required for an every recurrence")
+            anchor = 0 if r.anchor is None else _epoch(r.anchor, "anchor")
+            return EverySpec(r.interval_s, anchor)
+        instants = tuple(sorted({_epoch(i, "instants") for i in r.instants}))
+        return AtSpec(instants)
+    except ValidationError as exc:
+        raise exc.prefixed("recurrence") from None
+
+
+def recurrence_from_domain(spec: Recurrence, zone: str = "UTC", **choices: object) -> ev.Recurrence:
+    """The contract recurrence of a domain spec (``choices``: dst_gap, dst_repeat, start, end)."""
+    if isinstance(spec, CronSpec):
+        base = ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=spec.expr, zone=zone)
+    elif isinstance(spec, EverySpec):
+        anchor = None if spec.anchor == 0 else _instant(spec.anchor)
+        base = ev.Recurrence(
+            kind=ev.RecurrenceKind.EVERY, interval_s=spec.interval_s, anchor=anchor, zone=zone
+        )
+    else:
+        instants = tuple(_instant(i) for i in spec.instants)
+        base = ev.Recurrence(kind=ev.RecurrenceKind.AT, instants=instants, zone=zone)
+    return replace(base, **choices)  # type: ignore[arg-type]
+
+
+def check_zone(zone: str) -> None:
+    """:class:`ValidationError` ``recurrence.zone`` unless ``zone`` is a known IANA zone."""
+    load_zone(zone, "recurrence.zone")

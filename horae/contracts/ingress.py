@@ -1,0 +1,158 @@
+"""Definitions ingress: decode, validate and authenticate one record of the definitions topic.
+
+Tenants may produce definitions straight to Kafka, as wire Avro or as plain JSON validated against
+the same schema (kcat-friendly). Every definition must be signed with one of its tenant's ingress
+keys (see :mod:`horae.contracts.signing` and ``schemas/README.md``); the record key must be the
+trigger key ``<tenant>/<trigger_id>`` of the body. :func:`ingest_definition` never raises on bad
+input: it returns a :class:`~horae.contracts.events.Quarantined` with the cause, which the caller
+appends to the quarantine topic and otherwise ignores (it changes nothing).
+
+Quarantine causes: ``tombstone``, ``framing``, ``schema-id``, ``avro``, ``type``, ``json``,
+``schema``, ``invalid``, ``key``, ``unsigned``, ``unknown-tenant``, ``cross-tenant``, ``signature``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import fastavro
+
+from horae.contracts import events as ev
+from horae.contracts import signing
+from horae.contracts.codec import Codec, DecodeError, default_codec, to_event
+from horae.contracts.domain_map import check_zone, recurrence_to_domain
+from horae.contracts.jsonform import coerce
+from horae.domain.errors import ValidationError
+
+#: tenant -> key id -> secret. A key id must be unique across tenants (e.g. prefixed by tenant).
+TenantKeys = Mapping[str, Mapping[str, bytes]]
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a record came from."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+def decode_definition(data: bytes, codec: Codec | None = None) -> ev.TriggerDefinition:
+    """A definition from wire Avro (magic byte 0) or a JSON object; raises :class:`DecodeError`.
+
+    JSON goes through the Avro schema (defaults filled, then an Avro write and read), so both
+    forms of one definition produce equal values."""
+    codec = codec or default_codec()
+    if data[:1] == b"\x00":
+        return codec.decode(data, ev.TriggerDefinition)
+    if not data.lstrip()[:1] == b"{":
+        raise DecodeError("framing", "neither wire Avro (magic byte 0) nor a JSON object")
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise DecodeError("json", str(exc)) from exc
+    schema = codec.current.raw[ev.TriggerDefinition]
+    parsed = codec.current.parsed[ev.TriggerDefinition]
+    datum = coerce(schema, obj)
+    buf = io.BytesIO()
+    try:
+        fastavro.schemaless_writer(buf, parsed, datum)
+        buf.seek(0)
+        normal = fastavro.schemaless_reader(buf, parsed, parsed)
+    except Exception as exc:  # e.g. a value out of an Avro type's range
+        raise DecodeError("schema", f"{type(exc).__name__}: {exc}") from exc
+    assert isinstance(normal, dict)
+    return to_event(ev.TriggerDefinition, normal)
+
+
+def validate_definition(d: ev.TriggerDefinition) -> None:
+    """Structural and domain validation; raises :class:`ValidationError` naming the field."""
+    for field, value in (("tenant", d.tenant), ("trigger_id", d.trigger_id)):
+        if not NAME.match(value):
+            raise ValidationError(field, value, "expected 1-63 chars of a-z 0-9 . _ - ")
+    if d.version < 1:
+        raise ValidationError("version", d.version, "versions start at 1")
+    recurrence_to_domain(d.recurrence)
+    check_zone(d.recurrence.zone)
+    t = d.target
+    if t.kind is ev.TargetKind.WEBHOOK and not (t.url or "").startswith(("https://", "http://")):
+        raise ValidationError("target.url", t.url, "a webhook needs an http(s) URL")
+    if t.kind is ev.TargetKind.EVENT and not t.topic:
+        raise ValidationError("target.topic", t.topic, "an event target needs a topic")
+    p = d.policies
+    for field, number in (
+        ("policies.max_catchup", p.max_catchup),
+        ("policies.horizon_s", p.horizon_s),
+        ("policies.jitter_s", p.jitter_s),
+        ("policies.retry.base_s", p.retry.base_s),
+    ):
+        if number < 0:
+            raise ValidationError(field, number, "must not be negative")
+    if p.retry.max_attempts < 1:
+        raise ValidationError("policies.retry.max_attempts", p.retry.max_attempts, "at least 1")
+
+
+def verify_definition(d: ev.TriggerDefinition, tenant_keys: TenantKeys) -> tuple[str, str] | None:
+    """``None`` if ``d`` is signed by a key of its own tenant, else ``(cause, detail)``."""
+    if d.signature is None:
+        return "unsigned", "definitions produced to Kafka must be signed"
+    keys = tenant_keys.get(d.tenant)
+    if keys is None:
+        return "unknown-tenant", f"tenant {d.tenant!r} has no ingress key"
+    if d.signature.key_id not in keys:
+        owner = next((t for t, ks in tenant_keys.items() if d.signature.key_id in ks), None)
+        if owner is not None:
+            return "cross-tenant", f"signed with a key of tenant {owner!r} for {d.tenant!r}"
+    problem = signing.check(d, keys)
+    return None if problem is None else ("signature", problem)
+
+
+def ingest_definition(
+    raw_value: bytes | None,
+    raw_key: bytes | None,
+    source: Source,
+    tenant_keys: TenantKeys,
+    *,
+    now: datetime | None = None,
+    codec: Codec | None = None,
+) -> ev.TriggerDefinition | ev.Quarantined:
+    """The accepted definition, or the quarantine record saying why it was refused."""
+    at = now or datetime.now(UTC)
+
+    def quarantine(cause: str, detail: str, d: ev.TriggerDefinition | None) -> ev.Quarantined:
+        return ev.Quarantined(
+            source_topic=source.topic,
+            source_partition=source.partition,
+            source_offset=source.offset,
+            cause=cause,
+            detail=detail[:2000],
+            original=raw_value or b"",
+            quarantined_at=at,
+            original_key=raw_key,
+            tenant=d.tenant if d else None,
+            trigger_id=d.trigger_id if d else None,
+        )
+
+    if raw_value is None:
+        return quarantine("tombstone", "definitions are deleted with state=deleted", None)
+    try:
+        d = decode_definition(raw_value, codec)
+    except DecodeError as exc:
+        return quarantine(exc.cause, exc.detail, None)
+    try:
+        validate_definition(d)
+    except ValidationError as exc:
+        return quarantine("invalid", str(exc), d)
+    expected = ev.trigger_key(d.tenant, d.trigger_id).encode()
+    if raw_key != expected:
+        return quarantine("key", f"record key {raw_key!r} is not {expected!r}", d)
+    refused = verify_definition(d, tenant_keys)
+    if refused is not None:
+        return quarantine(*refused, d)
+    return d

@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from horae.contracts import events as ev
+from horae.contracts import signing
+from horae.contracts.codec import DecodeError, encode
+from horae.contracts.ingress import Source, decode_definition, ingest_definition
+from tests.unit.contracts.samples import definition, fire
+
+KEYS = {"acme": {"acme-1": b"acme-secret"}, "evil": {"evil-1": b"evil-secret"}}
+SRC = Source("horae.definitions", 3, 42)
+NOW = datetime(2025, 4, 1, tzinfo=UTC)
+
+
+def signed(d: ev.TriggerDefinition | None = None) -> ev.TriggerDefinition:
+    return signing.sign(d or definition(), "acme-1", b"acme-secret")
+
+
+def as_json(d: ev.TriggerDefinition) -> dict[str, Any]:
+    """The plain JSON a tenant would write by hand for ``d``."""
+    return {
+        "tenant": d.tenant,
+        "trigger_id": d.trigger_id,
+        "version": d.version,
+        "state": "live",
+        "recurrence": {
+            "kind": "cron",
+            "expr": "0 9 * * 1-5",
+            "zone": "Africa/Addis_Ababa",
+            "dst_gap": "skip",
+            "dst_repeat": "both",
+            "start": "2025-03-30T10:00:00+03:00",
+        },
+        "target": {
+            "kind": "webhook",
+            "url": "https://hooks.acme.example/nightly",
+            "headers": {"x-team": "billing"},
+            "secret_refs": ["whsec-2", "whsec-1"],
+        },
+        "authored_at": "2025-03-30T07:00:00Z",
+        "author": "alice@acme",
+        "payload": '{"job": "nightly"}',
+        "policies": {
+            "misfire": "fire_all",
+            "max_catchup": 3,
+            "overlap": "buffer_one",
+            "jitter_s": 30,
+            "retry": {"max_attempts": 7, "base_s": 0.5, "max_s": 60},
+        },
+        "quotas": {"max_concurrency": 2},
+        "description": "nightly billing run",
+        "labels": {"env": "prod"},
+        "signature": None
+        if d.signature is None
+        else {"key_id": d.signature.key_id, "value": d.signature.value},
+    }
+
+
+def ingest(value: bytes | None, key: bytes | None = b"acme/nightly") -> Any:
+    return ingest_definition(value, key, SRC, KEYS, now=NOW)
+
+
+def test_avro_and_json_decode_identically() -> None:
+    d = signed()
+    assert decode_definition(encode(d)) == d
+    assert decode_definition(json.dumps(as_json(d)).encode()) == d
+    assert ingest(encode(d)) == d
+    assert ingest(json.dumps(as_json(d)).encode()) == d
+
+
+def test_json_bytes_as_base64_and_micros() -> None:
+    doc = as_json(signed())
+    doc["payload"] = {"base64": base64.b64encode(b'{"job": "nightly"}').decode()}
+    doc["authored_at"] = 1743318000 * 1_000_000
+    assert decode_definition(json.dumps(doc).encode()) == signed()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "cause", "needle"),
+    [
+        (lambda d: d.pop("author"), "schema", "author: required"),
+        (lambda d: d.update(colour="red"), "schema", "colour: unknown field"),
+        (lambda d: d["policies"].update(overlap="sometimes"), "schema", "policies.overlap"),
+        (lambda d: d.update(authored_at="2025-03-30T07:00:00"), "schema", "offset"),
+        (lambda d: d.update(version="3"), "schema", "version"),
+        (lambda d: d["recurrence"].update(expr="61 * * * *"), "invalid", "recurrence.expr"),
+        (lambda d: d["recurrence"].update(zone="Mars/Olympus"), "invalid", "zone"),
+    ],
+)
+def test_bad_json_is_quarantined_with_cause(mutate: Any, cause: str, needle: str) -> None:
+    doc = as_json(signed())
+    mutate(doc)
+    raw = json.dumps(doc).encode()
+    q = ingest(raw)
+    assert isinstance(q, ev.Quarantined)
+    assert (q.cause, q.original, q.source_offset) == (cause, raw, 42)
+    assert needle in q.detail
+
+
+@pytest.mark.parametrize(
+    ("raw", "cause"),
+    [(None, "tombstone"), (b"", "framing"), (b"{not json", "json"), (b"\x00\x00", "framing")],
+)
+def test_garbage_is_quarantined(raw: bytes | None, cause: str) -> None:
+    q = ingest(raw)
+    assert isinstance(q, ev.Quarantined) and q.cause == cause
+
+
+def test_wrong_record_type_is_quarantined() -> None:
+    q = ingest(encode(fire()))
+    assert isinstance(q, ev.Quarantined) and q.cause == "type"
+
+
+def test_unsigned_forged_and_cross_tenant() -> None:
+    unsigned = ingest(encode(definition()))
+    assert unsigned.cause == "unsigned"
+    tampered = replace(signed(), author="mallory")
+    assert ingest(encode(tampered)).cause == "signature"
+    # evil signs a definition that claims to be acme's
+    cross = signing.sign(definition(), "evil-1", b"evil-secret")
+    q = ingest(encode(cross))
+    assert (q.cause, q.tenant) == ("cross-tenant", "acme")
+    # evil signs its own definition but keys it under acme's trigger
+    own = signing.sign(definition(tenant="evil"), "evil-1", b"evil-secret")
+    assert ingest(encode(own)).cause == "key"
+    assert ingest(encode(own), b"evil/nightly") == own
+    stranger = signing.sign(definition(tenant="nobody"), "x", b"x")
+    assert ingest(encode(stranger), b"nobody/nightly").cause == "unknown-tenant"
+
+
+def test_signature_survives_default_omission_and_json() -> None:
+    d = signed()
+    doc = as_json(d)
+    doc["policies"]["horizon_s"] = 86400  # explicit default: same canonical form
+    assert ingest(json.dumps(doc).encode()) == d
+
+
+def test_decode_error_has_cause() -> None:
+    with pytest.raises(DecodeError) as info:
+        decode_definition(b"[1, 2]")
+    assert info.value.cause == "framing"
