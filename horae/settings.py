@@ -30,6 +30,12 @@ class Settings(BaseSettings):
         description="Confluent-compatible schema registry; unset: the committed catalogue.",
     )
     topic_prefix: str = Field(default="horae.", description="Prefix of every Horae topic name.")
+    topic_partitions: int = Field(
+        default=12, description="Partitions of each trigger-partitioned topic (horae topics apply)."
+    )
+    topic_replication_factor: int | None = Field(
+        default=None, description="Replication factor of Horae topics; unset: min(3, brokers)."
+    )
 
     # --- local stack ----------------------------------------------------------------------
     state_dir: Path = Field(
