@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+from horae.contracts import topics as tp
+from horae.contracts.admin import Plan, apply, drift
+
+T = TypeVar("T")
+
+
+@pytest.fixture
+def cleanup(admin: AdminClient, plan: Plan) -> Iterator[None]:
+    yield
+    names = [n for n, _ in plan.topics() if n in admin.list_topics(timeout=10).topics]
+    for future in admin.delete_topics(names, operation_timeout=30).values():
+        future.result()
+
+
+def eventually(probe: Callable[[], T], timeout_s: float = 15.0) -> T:
+    """The first truthy result of ``probe`` (config changes propagate asynchronously)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = probe()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(0.2)
+
+
+def horae(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
+    env = {"HORAE_KAFKA_BOOTSTRAP": bootstrap, "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "horae.cli.main", "topics", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=90,
+        check=False,
+    )
+
+
+def test_cli_apply_twice_then_describe_no_drift(
+    kafka_bootstrap: str, plan: Plan, cleanup: None
+) -> None:
+    flags = ("--prefix", plan.prefix, "--partitions", "3", "--replication-factor", "1")
+    first = horae("apply", *flags, bootstrap=kafka_bootstrap)
+    assert first.returncode == 0, first.stderr
+    assert f"{len(tp.CATALOGUE)} change(s)" in first.stdout
+    second = horae("apply", *flags, bootstrap=kafka_bootstrap)
+    assert second.returncode == 0, second.stderr
+    assert "0 change(s)" in second.stdout
+    described = horae("describe", *flags, bootstrap=kafka_bootstrap)
+    assert described.returncode == 0, described.stdout + described.stderr
+    assert "0 drift(s)" in described.stdout
+
+
+def test_describe_shows_config_drift_and_apply_fixes_it(admin: AdminClient, topics: Plan) -> None:
+    assert drift(admin, topics) == []
+    fires = tp.spec(tp.Topic.FIRES).name(topics.prefix)
+    entry = ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("topic", fires, incremental_configs=[entry])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result()
+    found = eventually(lambda: drift(admin, topics))
+    assert [(d.topic, d.what, d.expected) for d in found] == [
+        (fires, "config cleanup.policy", "compact")
+    ]
+    assert apply(admin, topics) == [f"updated {fires}: cleanup.policy=compact"]
+    assert eventually(lambda: not drift(admin, topics))
+    assert apply(admin, topics) == []
+
+
+def test_librdkafka_murmur2_agrees_with_partition_for(
+    kafka_bootstrap: str, admin: AdminClient, topics: Plan
+) -> None:
+    name = tp.spec(tp.Topic.PLANNER_STATE).name(topics.prefix)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, **tp.PRODUCER_DEFAULTS})
+    landed: dict[str, int] = {}
+
+    def delivered(err: object, msg: object) -> None:
+        assert err is None
+        landed[msg.key().decode()] = msg.partition()  # type: ignore[attr-defined]
+
+    keys = [f"tenant-{i}/trigger-{i * 7}" for i in range(40)]
+    for key in keys:
+        producer.produce(name, key=key.encode(), value=b"x", on_delivery=delivered)
+    assert producer.flush(30) == 0
+    assert landed == {k: tp.partition_for(k, 3) for k in keys}
