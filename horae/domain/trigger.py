@@ -1,0 +1,155 @@
+"""The trigger specification: recurrence, zone and every policy, validated and serialisable.
+
+:class:`TriggerSpec` bundles what the planner needs to decide a trigger's instants:
+
+================  =============================================  ==========================
+field             type                                           default
+================  =============================================  ==========================
+``recurrence``    :class:`CronSpec` | :class:`EverySpec` | ``At``  (required)
+``zone``          IANA zone name                                 ``"UTC"``
+``dst``           :class:`DstPolicy` (gap shift|skip, repeat)    ``shift`` / ``first``
+``misfire``       :class:`MisfirePolicy`                         ``fire_once``, grace 60 s
+``horizon_s``     catch-up horizon, seconds                      86400
+``overlap``       :class:`OverlapPolicy`                         ``allow``
+``jitter``        :class:`JitterPolicy`                          0 ms
+``retry``         :class:`RetryPolicy`                           5 attempts, 1 s x2 .. 5 min
+================  =============================================  ==========================
+
+Construction checks structure (types, ranges, known zone). :func:`validate_trigger` ``(spec, now,
+limits)`` adds the checks that depend on configuration or on ``now``: minimum interval (default
+60 s, cron included), horizon ceiling, and at least one instant in the next 5 years.
+``TriggerSpec.from_dict(spec.to_dict()) == spec`` for every spec; :meth:`TriggerSpec.schedule`
+returns the shared compiled schedule.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from horae.domain.dst import DstPolicy, enum_value
+from horae.domain.errors import ValidationError
+from horae.domain.jitter import JitterPolicy
+from horae.domain.misfire import MAX_HORIZON_S, MisfirePolicy
+from horae.domain.overlap import OverlapPolicy
+from horae.domain.queries import first_within
+from horae.domain.recurrence import (
+    AtSpec,
+    CronSpec,
+    EverySpec,
+    Recurrence,
+    format_duration,
+    recurrence_from_dict,
+)
+from horae.domain.retry import RetryPolicy
+from horae.domain.schedule import AtSchedule, CronSchedule, EverySchedule, compile_schedule
+from horae.domain.serialization import check_keys, get_int, get_str
+from horae.domain.tzdb import load_zone
+
+_KEYS = {"recurrence", "zone", "dst", "misfire", "horizon_s", "overlap", "jitter", "retry"}
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Platform limits applied by :func:`validate_trigger` (configuration, not tenant input)."""
+
+    min_interval_s: int = 60
+    max_horizon_s: int = 7 * 86400
+    max_fires: int = 1000
+    satisfiable_years: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerSpec:
+    recurrence: Recurrence
+    zone: str = "UTC"
+    dst: DstPolicy = field(default_factory=DstPolicy)
+    misfire: MisfirePolicy = field(default_factory=MisfirePolicy)
+    horizon_s: int = 86400
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW
+    jitter: JitterPolicy = field(default_factory=JitterPolicy)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.recurrence, CronSpec | EverySpec | AtSpec):
+            raise ValidationError("recurrence", self.recurrence, "expected cron, every or at")
+        load_zone(self.zone)
+        horizon = self.horizon_s
+        if isinstance(horizon, bool) or not isinstance(horizon, int):
+            raise ValidationError("horizon_s", horizon, "expected an integer")
+        if not 0 <= horizon <= MAX_HORIZON_S:
+            raise ValidationError("horizon_s", horizon, f"out of range 0..{MAX_HORIZON_S}")
+        object.__setattr__(self, "overlap", enum_value(OverlapPolicy, self.overlap, "overlap"))
+
+    def schedule(self) -> CronSchedule | EverySchedule | AtSchedule:
+        """The shared compiled schedule of this trigger."""
+        return compile_schedule(self.recurrence, self.zone, self.dst)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "recurrence": self.recurrence.to_dict(),
+            "zone": self.zone,
+            "dst": self.dst.to_dict(),
+            "misfire": self.misfire.to_dict(),
+            "horizon_s": self.horizon_s,
+            "overlap": self.overlap.value,
+            "jitter": self.jitter.to_dict(),
+            "retry": self.retry.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TriggerSpec:
+        body = check_keys(data, _KEYS, "")
+        if "recurrence" not in body:
+            raise ValidationError("recurrence", None, "required")
+        return cls(
+            recurrence=recurrence_from_dict(body["recurrence"]),
+            zone=get_str(body, "zone", "UTC", ""),
+            dst=DstPolicy.from_dict(body.get("dst", {})),
+            misfire=MisfirePolicy.from_dict(body.get("misfire", {})),
+            horizon_s=get_int(body, "horizon_s", 86400, "", 0, MAX_HORIZON_S),
+            overlap=enum_value(OverlapPolicy, body.get("overlap", "allow"), "overlap"),
+            jitter=JitterPolicy.from_dict(body.get("jitter", {})),
+            retry=RetryPolicy.from_dict(body.get("retry", {})),
+        )
+
+
+def min_spacing_s(recurrence: Recurrence) -> int | None:
+    """The smallest wall-clock distance between two instants (``None`` for a single ``at``)."""
+    if isinstance(recurrence, EverySpec):
+        return recurrence.interval_s
+    if isinstance(recurrence, AtSpec):
+        values = recurrence.instants
+        return min((b - a for a, b in itertools.pairwise(values)), default=None)
+    tods = recurrence.parsed.times_of_day()
+    gaps = [b - a for a, b in itertools.pairwise(tods)]
+    return min([*gaps, tods[0] + 86400 - tods[-1]])
+
+
+def validate_trigger(spec: TriggerSpec, now: int, limits: Limits = Limits()) -> None:
+    """Checks needing configuration or ``now``; raises :class:`ValidationError`."""
+    spacing = min_spacing_s(spec.recurrence)
+    if (
+        spacing is not None
+        and spacing < limits.min_interval_s
+        and not isinstance(spec.recurrence, AtSpec)
+    ):
+        raise ValidationError(
+            "recurrence",
+            spec.recurrence.text(),
+            f"fires every {format_duration(spacing)}; the minimum interval is "
+            f"{format_duration(limits.min_interval_s)}",
+        )
+    if spec.horizon_s > limits.max_horizon_s:
+        raise ValidationError("horizon_s", spec.horizon_s, f"at most {limits.max_horizon_s}")
+    if spec.misfire.max_fires > limits.max_fires:
+        raise ValidationError(
+            "misfire.max_fires", spec.misfire.max_fires, f"at most {limits.max_fires}"
+        )
+    if first_within(spec.schedule(), now, limits.satisfiable_years) is None:
+        raise ValidationError(
+            "recurrence",
+            spec.recurrence.text(),
+            f"no instant in the next {limits.satisfiable_years} years",
+        )
