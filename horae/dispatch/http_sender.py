@@ -31,6 +31,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from types import TracebackType
@@ -112,8 +113,8 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    if when.tzinfo is None:  # RFC 9110: HTTP-dates are GMT
-        return None
+    if when.tzinfo is None:  # RFC 9110: every HTTP-date form is GMT (asctime has no zone)
+        when = when.replace(tzinfo=UTC)
     return max(0.0, when.timestamp() - now)
 
 
@@ -174,13 +175,16 @@ class _PinnedResolver(AbstractResolver):
 
 class _TrackingConnector(aiohttp.TCPConnector):
     """Marks the attempt as connected once it holds a connection (fresh or pooled), which is what
-    separates 'timed out before sending' from 'timed out after sending'."""
+    separates 'timed out before sending' from 'timed out after sending', and notes the peer."""
 
     async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
         conn = await super().connect(req, traces, timeout)
         attempt = _ATTEMPT.get(None)
         if attempt is not None:
             attempt.connected = True
+            transport = conn.transport
+            peer = transport.get_extra_info("peername") if transport is not None else None
+            attempt.peer = str(peer[0]) if peer else None
         return conn
 
 
@@ -304,9 +308,6 @@ class HttpSender:
         try:
             attempt.status = resp.status
             attempt.retry_after = resp.headers.get("Retry-After")
-            if resp.connection is not None and resp.connection.transport is not None:
-                peer = resp.connection.transport.get_extra_info("peername")
-                attempt.peer = str(peer[0]) if peer else None
             detail = ""
             try:
                 await self._read_bounded(resp, attempt)
