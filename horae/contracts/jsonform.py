@@ -213,3 +213,16 @@ def _primitive(kind: Any, v: Any, where: str) -> Any:
                 raise DecodeError("schema", f"{where}: bad base64") from exc
         raise DecodeError("schema", f"{where}: expected a string or {{'base64': ...}}")
     raise DecodeError("schema", f"{where}: expected {kind}, got {type(v).__name__}")
+
+
+def plain(value: Any) -> Any:
+    """A datum as the plain JSON :func:`coerce` accepts back (instants RFC 3339, bytes base64)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, bytes):
+        return {"base64": base64.b64encode(value).decode("ascii")}
+    return value
