@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from horae.contracts import events as ev
+from horae.contracts.codec import SCHEMAS_DIR, decode
+from horae.contracts.compat import check_all, problems
+from tests.unit.contracts.samples import all_samples
+
+CURRENT = json.loads((SCHEMAS_DIR / "TriggerDefinition.avsc").read_text())
+
+
+def test_every_current_schema_is_compatible_with_every_release() -> None:
+    assert check_all() == []
+
+
+def _without(schema: dict[str, Any], field: str) -> dict[str, Any]:
+    new = copy.deepcopy(schema)
+    new["fields"] = [f for f in new["fields"] if f["name"] != field]
+    return new
+
+
+def test_removing_a_field_without_default_fails_naming_it() -> None:
+    found = problems(_without(CURRENT, "author"), CURRENT, "v1")
+    assert found
+    assert any("TriggerDefinition.author" in p and p.startswith("FORWARD") for p in found)
+
+
+def test_adding_a_field_without_default_fails_naming_it() -> None:
+    new = copy.deepcopy(CURRENT)
+    new["fields"].append({"name": "colour", "type": "string"})
+    found = problems(new, CURRENT, "v1")
+    assert any("TriggerDefinition.colour" in p and p.startswith("BACKWARD") for p in found)
+
+
+def test_adding_or_removing_a_field_with_default_is_fine() -> None:
+    new = copy.deepcopy(CURRENT)
+    new["fields"].append({"name": "colour", "type": ["null", "string"], "default": None})
+    assert problems(new, CURRENT) == []
+    assert problems(_without(CURRENT, "description"), CURRENT) == []
+
+
+def test_type_change_is_reported() -> None:
+    new = copy.deepcopy(CURRENT)
+    next(f for f in new["fields"] if f["name"] == "version")["type"] = "string"
+    assert any("TriggerDefinition.version: type changed" in p for p in problems(new, CURRENT))
+
+
+def test_incompatible_file_fails_check_all(tmp_path: Path) -> None:
+    shutil.copytree(SCHEMAS_DIR, tmp_path / "schemas")
+    broken = _without(CURRENT, "author")
+    (tmp_path / "schemas" / "TriggerDefinition.avsc").write_text(json.dumps(broken))
+    found = check_all(tmp_path / "schemas")
+    assert found and all("author" in p for p in found)
+
+
+@pytest.mark.parametrize("event", all_samples(), ids=lambda e: type(e).__name__)
+def test_golden_bytes_of_each_release_decode(event: ev.Event) -> None:
+    releases = sorted((SCHEMAS_DIR / "golden").glob("v*"))
+    assert releases
+    for release in releases:
+        data = bytes.fromhex((release / f"{type(event).__name__}.hex").read_text().strip())
+        assert decode(data) == event, f"{release.name}/{type(event).__name__}"
