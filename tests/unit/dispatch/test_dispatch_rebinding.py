@@ -50,7 +50,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _scenario(first: str, allow: list[str], sends: int) -> tuple[list[str], ...]:
+Outcome4 = tuple[list[str], list[str], list[TransportResult], list[str | None]]
+
+
+async def _scenario(first: str, allow: list[str], sends: int) -> Outcome4:
     good: list[str] = []
     victim: list[str] = []
     port = _free_port()

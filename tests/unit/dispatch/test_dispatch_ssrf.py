@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pytest
 from hypothesis import given
@@ -24,7 +24,7 @@ from horae.dispatch.ssrf import (
 class FakeResolver:
     """A DNS stand-in: name -> answers; records every lookup."""
 
-    def __init__(self, table: dict[str, Sequence[str]]) -> None:
+    def __init__(self, table: Mapping[str, Sequence[str]]) -> None:
         self.table = table
         self.calls: list[tuple[str, int]] = []
 

@@ -1,0 +1,245 @@
+"""The sender against real local servers (127.0.0.1, allowlisted). No timed assertions: timeouts
+are short so the tests are quick, but only *which* result comes back is asserted."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from dispatch_servers import NOW, Target, raw_server, serve
+
+from horae.dispatch import (
+    AddressPolicy,
+    AttemptResult,
+    HttpSender,
+    Outcome,
+    SenderConfig,
+    SigningKeys,
+    TransportResult,
+    attempt_headers,
+    classify,
+)
+
+T = TypeVar("T")
+LOOPBACK = AddressPolicy(allow=["127.0.0.1/32"])
+OLD = "whsec_" + base64.b64encode(b"old-secret-for-integration").decode()
+NEW = "whsec_" + base64.b64encode(b"new-secret-for-integration").decode()
+BODY = json.dumps({"trigger": "t-1", "scheduled_at": "2025-01-01T09:00:00Z"}).encode()
+
+
+def run(
+    go: Callable[[HttpSender], Awaitable[T]],
+    config: SenderConfig | None = None,
+    policy: AddressPolicy = LOOPBACK,
+    clock: Callable[[], float] = time.time,
+) -> T:
+    async def main() -> T:
+        async with HttpSender(policy, config, clock=clock) as sender:
+            return await go(sender)
+
+    return asyncio.run(main())
+
+
+FIRE_KEY = "tenant/t-1/2025-01-01T09:00:00Z/0"
+
+
+def signed(keys: SigningKeys) -> dict[str, str]:
+    return attempt_headers(body=BODY, fire_key=FIRE_KEY, keys=keys, now=time.time())
+
+
+def test_signature_verified_by_the_reference_library_on_the_server() -> None:
+    target = Target(secrets=(OLD,))
+
+    async def go(sender: HttpSender) -> AttemptResult:
+        async with serve(target) as base:
+            return await sender.send(f"{base}/hook", BODY, signed(SigningKeys.from_secrets(OLD)))
+
+    result = run(go)
+    assert (result.transport_result, result.status, result.outcome) == (
+        TransportResult.OK,
+        204,
+        Outcome.DELIVERED,
+    )
+    assert target.verified == [{OLD: True, "x-signature": True}]
+    assert target.idempotency_keys == [FIRE_KEY]
+    assert result.peer == "127.0.0.1"
+
+
+def test_rotation_both_signatures_verify() -> None:
+    target = Target(secrets=(NEW, OLD))
+
+    async def go(sender: HttpSender) -> AttemptResult:
+        async with serve(target) as base:
+            keys = SigningKeys.from_secrets(NEW, OLD)
+            return await sender.send(f"{base}/hook", BODY, signed(keys))
+
+    assert run(go).status == 204
+    assert target.verified == [{NEW: True, OLD: True, "x-signature": True}]
+
+
+def test_wrong_secret_is_refused_by_the_server_and_not_retried() -> None:
+    target = Target(secrets=(NEW,))
+
+    async def go(sender: HttpSender) -> AttemptResult:
+        async with serve(target) as base:
+            return await sender.send(f"{base}/hook", BODY, signed(SigningKeys.from_secrets(OLD)))
+
+    result = run(go)
+    assert (result.transport_result, result.status) == (TransportResult.HTTP_ERROR, 401)
+    assert not classify(result).retry
+
+
+def test_redirects_are_not_followed() -> None:
+    target = Target()
+
+    async def go(sender: HttpSender) -> list[AttemptResult]:
+        async with serve(target) as base:
+            return [
+                await sender.send(f"{base}/{p}", BODY, {}) for p in ("redirect", "redirect_abs")
+            ]
+
+    results = run(go)
+    assert [(r.transport_result, r.status) for r in results] == [
+        (TransportResult.REDIRECT_REFUSED, 302),
+        (TransportResult.REDIRECT_REFUSED, 307),
+    ]
+    assert target.hits["target"] == 0
+    assert not any(classify(r).retry for r in results)
+
+
+def test_huge_body_is_bounded_and_the_sender_keeps_working() -> None:
+    target = Target()
+    config = SenderConfig(max_body_bytes=64 * 1024)
+
+    async def go(sender: HttpSender) -> list[AttemptResult]:
+        async with serve(target) as base:
+            return [await sender.send(f"{base}/{p}", BODY, {}) for p in ("huge", "missing")]
+
+    huge, after = run(go, config)
+    assert (huge.transport_result, huge.status) == (TransportResult.OK, 200)
+    assert len(huge.body_excerpt) == 64 * 1024 and huge.body_truncated
+    assert (after.transport_result, after.status) == (TransportResult.HTTP_ERROR, 404)
+    assert after.body_excerpt == b"no such hook: missing" and not after.body_truncated
+
+
+def test_slow_server_times_out_after_sending_outcome_unknown() -> None:
+    for config in (SenderConfig(read_timeout_s=0.2), SenderConfig(deadline_s=0.2)):
+        target = Target()
+
+        async def go(sender: HttpSender, target: Target = target) -> AttemptResult:
+            async with serve(target) as base:
+                return await sender.send(f"{base}/slow", BODY, {})
+
+        result = run(go, config)
+        assert result.transport_result is TransportResult.TIMEOUT_READ, result.detail
+        assert result.outcome is Outcome.UNKNOWN and result.status is None
+        assert classify(result).retry  # same Idempotency-Key next time: safe
+        assert target.hits["slow"] == 1  # the request did arrive: "unknown" is the honest answer
+
+
+def test_stalled_body_keeps_the_status() -> None:
+    async def go(sender: HttpSender) -> AttemptResult:
+        async with serve(Target()) as base:
+            return await sender.send(f"{base}/slow_body", BODY, {})
+
+    result = run(go, SenderConfig(read_timeout_s=0.2))
+    assert (result.transport_result, result.status) == (TransportResult.OK, 200)
+    assert result.body_excerpt == b"partial..." and result.detail.startswith("body read")
+
+
+def test_retry_after_is_reported() -> None:
+    async def go(sender: HttpSender) -> list[AttemptResult]:
+        async with serve(Target()) as base:
+            return [await sender.send(f"{base}/{p}", BODY, {}) for p in ("busy", "down")]
+
+    busy, down = run(go, clock=lambda: NOW)
+    assert (busy.status, busy.retry_after_s) == (429, 120.0)
+    assert (down.status, down.retry_after_s) == (503, 90.0)
+    assert classify(busy).retry and classify(busy).retry_after_s == 120.0
+    assert classify(down).retry and classify(down).retry_after_s == 90.0
+
+
+def test_connections_are_reused() -> None:
+    target = Target()
+
+    async def go(sender: HttpSender) -> list[AttemptResult]:
+        async with serve(target) as base:
+            return [await sender.send(f"{base}/missing", BODY, {}) for _ in range(20)]
+
+    assert all(r.status == 404 for r in run(go))
+    assert len(target.client_ports) == 1
+
+
+def test_not_allowlisted_loopback_is_never_contacted() -> None:
+    target = Target()
+
+    async def go(sender: HttpSender) -> AttemptResult:
+        async with serve(target) as base:
+            return await sender.send(f"{base}/hook", BODY, {})
+
+    result = run(go, policy=AddressPolicy())
+    assert result.transport_result is TransportResult.REFUSED_SSRF
+    assert "loopback" in result.detail and sum(target.hits.values()) == 0
+
+
+def test_connection_refused_is_not_sent() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connections are refused
+
+        async def go(sender: HttpSender) -> AttemptResult:
+            return await sender.send(f"http://127.0.0.1:{port}/hook", BODY, {})
+
+        result = run(go)
+    assert result.transport_result is TransportResult.CONNECTION_ERROR
+    assert result.outcome is Outcome.NOT_SENT and classify(result).retry
+
+
+def test_hang_up_after_the_request_is_unknown() -> None:
+    async def go(sender: HttpSender) -> AttemptResult:
+        async with raw_server(None) as base:
+            return await sender.send(f"{base}/hook", BODY, {})
+
+    result = run(go)
+    assert result.transport_result is TransportResult.CONNECTION_LOST, result.detail
+    assert result.outcome is Outcome.UNKNOWN
+
+
+def test_garbage_answer_is_a_protocol_error() -> None:
+    async def go(sender: HttpSender) -> AttemptResult:
+        async with raw_server(b"SPDY/9 banana\r\n\r\n") as base:
+            return await sender.send(f"{base}/hook", BODY, {})
+
+    result = run(go)
+    assert result.transport_result is TransportResult.PROTOCOL_ERROR, result.detail
+    assert result.outcome is Outcome.UNKNOWN
+
+
+def test_connect_timeout_when_the_accept_queue_is_full() -> None:
+    """A listener that never accepts, with its backlog filled: the SYN goes unanswered."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        for _ in range(4):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+
+        async def go(sender: HttpSender) -> AttemptResult:
+            return await sender.send(f"http://127.0.0.1:{port}/hook", BODY, {})
+
+        try:
+            result = run(go, SenderConfig(connect_timeout_s=0.3))
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert result.transport_result is TransportResult.TIMEOUT_CONNECT, result.detail
+    assert result.outcome is Outcome.NOT_SENT
