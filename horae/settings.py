@@ -36,6 +36,11 @@ class Settings(BaseSettings):
     topic_replication_factor: int | None = Field(
         default=None, description="Replication factor of Horae topics; unset: min(3, brokers)."
     )
+    tenant_keys: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="Ingress keys per tenant as JSON {tenant: {key_id: secret}}: definitions and "
+        "commands produced to Kafka must be signed with one of their tenant's keys.",
+    )
 
     # --- local stack ----------------------------------------------------------------------
     state_dir: Path = Field(

@@ -1,0 +1,35 @@
+"""Helpers shared by the CLI subcommands: env fallbacks, service endpoints, metrics."""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from horae.devstack.stack import LocalStack
+from horae.settings import Settings
+
+
+def env_default(name: str, default: str) -> str:
+    """A flag's default: the environment variable ``name`` if set, else ``default``."""
+    return os.environ.get(name, default)
+
+
+def require_services(settings: Settings, need_database: bool = True) -> tuple[str, str]:
+    """(bootstrap, database URL): the configured ones, else the local stack's endpoints."""
+    endpoints = LocalStack.from_settings(settings).endpoints
+    return endpoints.kafka_bootstrap, endpoints.database_url if need_database else ""
+
+
+def serve_metrics(port: int, registry: CollectorRegistry) -> None:
+    """Serve ``registry`` on ``http://127.0.0.1:<port>/metrics`` from a daemon thread."""
+    start_http_server(port, addr="127.0.0.1", registry=registry)
+
+
+def ensure_topics(settings: Settings, bootstrap: str) -> None:
+    """Create or update the topic catalogue under the configured prefix (idempotent)."""
+    from horae.contracts.admin import Plan, admin_client, apply, auto_replication_factor
+
+    admin = admin_client(bootstrap)
+    rf = settings.topic_replication_factor or auto_replication_factor(admin)
+    apply(admin, Plan(settings.topic_prefix, settings.topic_partitions, rf))

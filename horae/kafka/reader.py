@@ -1,0 +1,57 @@
+"""Read one partition of a topic from the beginning to its end, outside any consumer group.
+
+Used to rebuild state on assignment (the planner's due index from its compacted changelog and the
+definitions). ``read_committed``: the end is the last stable offset, so an open or aborted
+transaction is never part of the rebuilt state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
+
+POLL_BATCH = 10_000
+
+
+def read_partition(
+    bootstrap: str, topic: str, partition: int, stop_offset: int | None = None
+) -> Iterator[Message]:
+    """Yield the committed records of ``topic[partition]`` below ``stop_offset`` (default: end)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "horae-reader",  # never joins or commits: assign() only
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "fetch.max.bytes": 52428800,
+            "log_level": 3,
+        }
+    )
+    try:
+        _, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=30, cached=False
+        )
+        end = high if stop_offset is None else min(high, stop_offset)
+        if end <= 0:
+            return
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        while True:
+            batch = consumer.consume(POLL_BATCH, timeout=1.0)
+            for msg in batch:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == err._PARTITION_EOF:
+                        return
+                    continue
+                offset = msg.offset()
+                if offset is not None and offset >= end:
+                    return
+                yield msg
+            if not batch:
+                position = consumer.position([TopicPartition(topic, partition)])[0].offset
+                if position >= end:
+                    return
+    finally:
+        consumer.close()

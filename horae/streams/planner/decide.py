@@ -1,0 +1,301 @@
+"""The planner's decisions: definitions and commands in, records out (no I/O, ``now`` is passed).
+
+Per trigger (a :class:`~horae.streams.planner.index.TriggerEntry`):
+- a new live trigger starts deciding after the moment it arrived (no fires for its past);
+- each due tick evaluates ``(last_decided, now]`` with :func:`horae.domain.misfire.evaluate_misfire`
+  — the same function on a normal tick, after a restart, a rebalance or an outage: on-time instants
+  fire on the ``on_time`` lane, missed ones follow the misfire policy (``catch_up`` lane), instants
+  past the catch-up horizon are recorded ``expired: past horizon``;
+- an amendment (a higher version) first decides what is already due under the old version, then
+  takes effect for later instants; a lower or equal version is stale and quarantined;
+- pause stops deciding and is recorded once (``schedule.paused``); resume records the paused
+  interval once (``schedule.resumed``) and applies the misfire policy to it; delete stops for good.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from confluent_kafka import Message
+
+from horae.contracts import events as ev
+from horae.contracts.codec import DecodeError, decode
+from horae.contracts.domain_map import recurrence_to_domain
+from horae.contracts.ingress import Source, TenantKeys, ingest_definition
+from horae.domain.dst import DstPolicy, GapPolicy, RepeatPolicy
+from horae.domain.jitter import jitter_offset
+from horae.domain.misfire import MisfireKind, MisfirePolicy, evaluate_misfire
+from horae.domain.schedule import Schedule, compile_schedule
+from horae.streams.planner.commands import CommandHandler
+from horae.streams.planner.index import DueIndex, TriggerEntry
+from horae.streams.planner.records import Output, at, fire_outputs, schedule_event
+
+MAX_RECORDS_PER_EVALUATION = 1000
+Ev = ev.ScheduleEventType
+
+
+def compile_definition(d: ev.TriggerDefinition) -> Schedule:
+    """The domain schedule of a definition (raises ValidationError)."""
+    r = d.recurrence
+    dst = DstPolicy(GapPolicy(r.dst_gap.value), RepeatPolicy(r.dst_repeat.value))
+    return compile_schedule(recurrence_to_domain(r), r.zone, dst)
+
+
+def misfire_policy(d: ev.TriggerDefinition) -> MisfirePolicy:
+    p = d.policies
+    return MisfirePolicy(MisfireKind(p.misfire.value), max(1, p.max_catchup))
+
+
+class Decider:
+    def __init__(self, tenant_keys: TenantKeys | None = None) -> None:
+        self.tenant_keys: TenantKeys = tenant_keys or {}
+        self.commands = CommandHandler(self.tenant_keys)
+
+    # --- input records ------------------------------------------------------------------
+    def accept_definition(
+        self, msg: Message, now: float = 0.0
+    ) -> ev.TriggerDefinition | ev.Quarantined:
+        source = Source(msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
+        result = ingest_definition(msg.value(), msg.key(), source, self.tenant_keys, now=at(now))
+        if isinstance(result, ev.TriggerDefinition):
+            try:
+                compile_definition(result)
+            except ValueError as exc:
+                return _quarantine(msg, "invalid", str(exc), now, result)
+        return result
+
+    def on_definition_record(self, index: DueIndex, msg: Message, now: float) -> list[Output]:
+        accepted = self.accept_definition(msg, now)
+        if isinstance(accepted, ev.Quarantined):
+            return [Output(accepted, index.partition)]
+        key = ev.trigger_key(accepted.tenant, accepted.trigger_id)
+        entry = index.entries.get(key)
+        if entry is not None and accepted.version <= entry.definition.version:
+            detail = f"version {accepted.version} <= current {entry.definition.version}"
+            return [
+                Output(_quarantine(msg, "stale-version", detail, now, accepted), index.partition)
+            ]
+        return self.apply_definition(index, key, entry, accepted, now)
+
+    def on_command_record(self, index: DueIndex, msg: Message, now: float) -> list[Output]:
+        value = msg.value()
+        try:
+            command = decode(value or b"", ev.Command)
+        except DecodeError as exc:
+            return [Output(_quarantine(msg, exc.cause, exc.detail, now), index.partition)]
+        key = ev.trigger_key(command.tenant, command.trigger_id)
+        refused = self.commands.refusal(command, msg.key())
+        if refused is not None:
+            return [Output(_quarantine(msg, *refused, now), index.partition)]
+        entry = index.entries.get(key)
+        if entry is None or entry.definition.state is ev.DefinitionState.DELETED:
+            return [
+                Output(
+                    _quarantine(msg, "unknown-trigger", f"no live trigger {key}", now),
+                    index.partition,
+                )
+            ]
+        if command.kind in (ev.CommandKind.PAUSE, ev.CommandKind.RESUME):
+            state = (
+                ev.DefinitionState.PAUSED
+                if command.kind is ev.CommandKind.PAUSE
+                else ev.DefinitionState.LIVE
+            )
+            return self._transition(index, key, entry, entry.definition, state, now)
+        return self.commands.handle(index.partition, entry.definition, command, now, entry.schedule)
+
+    # --- state transitions --------------------------------------------------------------
+    def apply_definition(
+        self,
+        index: DueIndex,
+        key: str,
+        entry: TriggerEntry | None,
+        d: ev.TriggerDefinition,
+        now: float,
+    ) -> list[Output]:
+        if entry is None:
+            last = int(now)
+            entry = TriggerEntry(d, compile_definition(d), None, None, last)
+            if d.state is ev.DefinitionState.PAUSED:
+                entry.paused_since = now
+            self._reschedule(key, entry)
+            index.put(key, entry)
+            return [self.state_output(index.partition, entry, now)]
+        return self._transition(index, key, entry, d, d.state, now)
+
+    def _transition(
+        self,
+        index: DueIndex,
+        key: str,
+        entry: TriggerEntry,
+        d: ev.TriggerDefinition,
+        state: ev.DefinitionState,
+        now: float,
+    ) -> list[Output]:
+        out: list[Output] = []
+        was = entry.definition.state
+        if was is ev.DefinitionState.LIVE:
+            out += self.decide_entry(index.partition, key, entry, now, now)  # old version first
+        if d is not entry.definition:
+            entry.definition = d
+            entry.schedule = compile_definition(d)
+        if state is not d.state:
+            entry.definition = replace(entry.definition, state=state)
+        if state is ev.DefinitionState.PAUSED and was is not ev.DefinitionState.PAUSED:
+            entry.paused_since = now
+            out.append(schedule_event(d, index.partition, Ev.PAUSED, now, "paused", int(now)))
+        elif state is ev.DefinitionState.LIVE and was is ev.DefinitionState.PAUSED:
+            since = entry.paused_since if entry.paused_since is not None else now
+            cause = f"paused: from {at(since).isoformat()} to {at(now).isoformat()}"
+            out.append(schedule_event(d, index.partition, Ev.RESUMED, now, cause, int(now)))
+            entry.paused_since = None
+            out += self.decide_entry(index.partition, key, entry, now, now, resumed=True)
+        elif state is ev.DefinitionState.DELETED:
+            entry.paused_since = None
+        self._reschedule(key, entry)
+        index.put(key, entry)
+        out.append(self.state_output(index.partition, entry, now))
+        return out
+
+    def _reschedule(self, key: str, entry: TriggerEntry) -> None:
+        if entry.definition.state is not ev.DefinitionState.LIVE or entry.last_decided is None:
+            entry.next_instant = entry.due_ts = None
+            return
+        nxt = entry.schedule.next_after(entry.last_decided)
+        entry.next_instant = nxt
+        if nxt is None:
+            entry.due_ts = None
+            return
+        jitter = self._jitter_ms(key, entry, nxt)
+        entry.due_ts = nxt + jitter / 1000.0
+
+    def _jitter_ms(self, key: str, entry: TriggerEntry, instant: int) -> int:
+        jitter_s = entry.definition.policies.jitter_s
+        if jitter_s <= 0:
+            return 0
+        after = entry.schedule.next_after(instant)
+        return jitter_offset(key, instant, jitter_s * 1000, after)
+
+    # --- deciding -----------------------------------------------------------------------
+    def decide_due(self, index: DueIndex, until: float, now: float, limit: int) -> list[Output]:
+        out: list[Output] = []
+        for key, entry in list(index.pop_due(until, limit)):
+            out += self.decide_entry(index.partition, key, entry, until, now)
+            index.put(key, entry)
+            out.append(self.state_output(index.partition, entry, now))
+        return out
+
+    def decide_entry(
+        self,
+        partition: int,
+        key: str,
+        entry: TriggerEntry,
+        until: float,
+        now: float,
+        resumed: bool = False,
+    ) -> list[Output]:
+        """Decide ``(last_decided, until]`` for a live trigger and move its cursor."""
+        d = entry.definition
+        last = entry.last_decided
+        if d.state is not ev.DefinitionState.LIVE or last is None or int(until) <= last:
+            return []
+        outcome = evaluate_misfire(
+            entry.schedule,
+            last,
+            int(until),
+            misfire_policy(d),
+            min(d.policies.horizon_s, 366 * 86400),
+            max_records=0 if resumed else MAX_RECORDS_PER_EVALUATION,
+        )
+        tz = entry.schedule.tzdata
+        out: list[Output] = []
+        for fire in outcome.fires:
+            lane = ev.Lane.CATCH_UP if fire.catch_up else ev.Lane.ON_TIME
+            jitter = 0 if fire.catch_up else self._jitter_ms(key, entry, fire.scheduled)
+            out += fire_outputs(
+                d,
+                partition,
+                scheduled=fire.scheduled,
+                origin=ev.Origin.SCHEDULED,
+                lane=lane,
+                now=now,
+                jitter_ms=jitter,
+                tzdata=tz,
+            )
+        for nf in outcome.not_fired:
+            out += fire_outputs(
+                d,
+                partition,
+                scheduled=nf.scheduled,
+                origin=ev.Origin.SCHEDULED,
+                lane=None,
+                now=now,
+                cause=nf.cause,
+                detail=nf.detail or None,
+                tzdata=tz,
+            )
+        for om in outcome.omitted:
+            count = "" if om.count is None else f"{om.count} "
+            cause = (
+                f"{om.cause}: {count}instants from {at(om.start).isoformat()} "
+                f"to {at(om.end).isoformat()} not listed"
+            )
+            kind = Ev.EXPIRED if om.cause.startswith("expired") else Ev.SKIPPED
+            out.append(schedule_event(d, partition, kind, now, cause, om.start, om.end))
+        entry.last_decided = outcome.decided_through
+        self._reschedule(key, entry)
+        return out
+
+    # --- durable state ------------------------------------------------------------------
+    def state_output(self, partition: int, entry: TriggerEntry, now: float) -> Output:
+        d = entry.definition
+        state = ev.PlannerState(
+            tenant=d.tenant,
+            trigger_id=d.trigger_id,
+            trigger_version=d.version,
+            state=d.state,
+            updated_at=at(now),
+            next_instant=None if entry.next_instant is None else at(entry.next_instant),
+            last_decided=None if entry.last_decided is None else at(entry.last_decided),
+            paused_since=None if entry.paused_since is None else at(entry.paused_since),
+        )
+        return Output(state, partition)
+
+    def restore(
+        self, d: ev.TriggerDefinition, state: ev.PlannerState | None, now: float
+    ) -> TriggerEntry | None:
+        """The entry of a trigger rebuilt from its definition and last committed state."""
+        if state is None or state.last_decided is None:
+            last = int(now)
+        else:
+            last = int(state.last_decided.timestamp())
+        entry = TriggerEntry(d, compile_definition(d), None, None, last)
+        if state is not None and state.state is not d.state:
+            entry.definition = replace(d, state=state.state)  # a pause/resume command's effect
+        if state is not None and state.paused_since is not None:
+            entry.paused_since = state.paused_since.timestamp()
+        key = ev.trigger_key(d.tenant, d.trigger_id)
+        self._reschedule(key, entry)
+        return entry
+
+
+def _quarantine(
+    msg: Message, cause: str, detail: str, now: float, d: ev.TriggerDefinition | None = None
+) -> ev.Quarantined:
+    return ev.Quarantined(
+        source_topic=msg.topic() or "",
+        source_partition=msg.partition() or 0,
+        source_offset=msg.offset() or 0,
+        cause=cause,
+        detail=detail[:2000],
+        original=msg.value() or b"",
+        quarantined_at=at(now),
+        original_key=msg.key(),
+        tenant=d.tenant if d else None,
+        trigger_id=d.trigger_id if d else None,
+    )
+
+
+def tenant_keys_from(raw: Mapping[str, Mapping[str, str]]) -> TenantKeys:
+    return {t: {k: v.encode() for k, v in keys.items()} for t, keys in raw.items()}

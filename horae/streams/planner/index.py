@@ -1,0 +1,76 @@
+"""The due index of one owned partition: every trigger's next due time, cheapest first.
+
+A binary heap of ``(due_ts, seq, trigger_key)`` with lazy deletion: an entry whose trigger has a
+different ``due_ts`` (rescheduled, paused, deleted) is dropped when it surfaces. Times are epoch
+seconds (floats) to keep the per-trigger footprint small.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from horae.contracts.events import TriggerDefinition
+from horae.domain.schedule import Schedule
+
+
+@dataclass(slots=True)
+class TriggerEntry:
+    """What the planner holds per trigger between decisions (mirrors ``PlannerState``)."""
+
+    definition: TriggerDefinition
+    schedule: Schedule  # compiled once per version; cron schedules are shared
+    next_instant: int | None  # next scheduled instant not yet decided (epoch s)
+    due_ts: float | None  # when to decide it: next_instant + jitter (epoch s)
+    last_decided: int | None
+    paused_since: float | None = None
+
+
+class DueIndex:
+    """Triggers of one partition, indexed by due time."""
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.entries: dict[str, TriggerEntry] = {}
+        self._heap: list[tuple[float, int, str]] = []
+        self._tiebreak = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def put(self, key: str, entry: TriggerEntry) -> None:
+        self.entries[key] = entry
+        if entry.due_ts is not None:
+            heapq.heappush(self._heap, (entry.due_ts, next(self._tiebreak), key))
+
+    def remove(self, key: str) -> None:
+        self.entries.pop(key, None)
+
+    def earliest_due(self) -> float | None:
+        """The earliest live due time (drops stale heap entries on the way)."""
+        heap = self._heap
+        while heap:
+            due, _, key = heap[0]
+            entry = self.entries.get(key)
+            if entry is not None and entry.due_ts == due:
+                return due
+            heapq.heappop(heap)
+        return None
+
+    def pop_due(self, until: float, limit: int) -> Iterator[tuple[str, TriggerEntry]]:
+        """Yield (and unindex) up to ``limit`` triggers due at or before ``until``. The caller
+        must :meth:`put` each back with its new due time."""
+        heap = self._heap
+        taken = 0
+        while heap and taken < limit:
+            due, _, key = heap[0]
+            if due > until:
+                return
+            heapq.heappop(heap)
+            entry = self.entries.get(key)
+            if entry is None or entry.due_ts != due:
+                continue
+            taken += 1
+            yield key, entry

@@ -1,0 +1,143 @@
+"""Building the planner's output records from domain decisions (pure: ``now`` is an argument).
+
+Every fire the planner commits is a :class:`~horae.contracts.events.FireRecord` on the ledger
+(keyed by its fire key) plus, when it fires, its hand-over: a
+:class:`~horae.contracts.events.DispatchOrder` on a lane (webhook targets) or a
+``schedule.triggered`` :class:`~horae.contracts.events.ScheduleEvent` (event targets: the event *is*
+the delivery, so it is exactly-once into Kafka). Instants not fired get a ledger record with their
+state and cause and no hand-over.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from horae.contracts import events as ev
+from horae.domain.keys import FireKey, Origin
+from horae.domain.tzdb import tzdata_version
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """A record to commit; ``partition`` is the trigger's partition number (None: by key)."""
+
+    event: ev.Event
+    partition: int | None
+
+
+STATE_OF_CAUSE = {
+    "paused": ev.FireState.PAUSED,
+    "expired: past horizon": ev.FireState.EXPIRED,
+}
+
+
+def at(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def event_id(*parts: object) -> str:
+    """A deterministic id: a replayed decision produces the same event id."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "horae:" + "|".join(str(p) for p in parts)))
+
+
+def fire_outputs(
+    d: ev.TriggerDefinition,
+    partition: int,
+    *,
+    scheduled: int,
+    origin: ev.Origin,
+    lane: ev.Lane | None,
+    now: float,
+    jitter_ms: int = 0,
+    cause: str | None = None,
+    detail: str | None = None,
+    command_id: str | None = None,
+    tzdata: str | None = None,
+) -> list[Output]:
+    """The ledger record of one decided instant and, when ``lane`` is set, its hand-over."""
+    key = FireKey(d.tenant, d.trigger_id, scheduled, 0, Origin(origin.value))
+    canonical = key.canonical()
+    decided = at(now)
+    if lane is None:
+        state = STATE_OF_CAUSE.get(cause or "", ev.FireState.SKIPPED)
+    else:
+        state = ev.FireState.FIRED
+    record = ev.FireRecord(
+        fire_key=canonical,
+        key_hash=key.short_hash(),
+        tenant=d.tenant,
+        trigger_id=d.trigger_id,
+        origin=origin,
+        scheduled_at=at(scheduled),
+        sequence=0,
+        jitter_ms=jitter_ms,
+        due_at=at(scheduled + jitter_ms / 1000.0),
+        decided_at=decided,
+        state=state,
+        trigger_version=d.version,
+        tzdata_version=tzdata or tzdata_version(d.recurrence.zone),
+        target_kind=d.target.kind,
+        lane=lane,
+        cause=cause,
+        cause_detail=detail,
+        command_id=command_id,
+    )
+    outputs = [Output(record, partition)]
+    if lane is None:
+        return outputs
+    if d.target.kind is ev.TargetKind.EVENT:
+        outputs.append(Output(triggered_event(d, record), partition))
+    else:
+        order = ev.DispatchOrder(
+            fire=record,
+            target=d.target,
+            lane=lane,
+            attempt=1,
+            not_before=record.due_at,
+            retry=d.policies.retry,
+            payload=d.payload,
+            content_type=d.content_type,
+        )
+        outputs.append(Output(order, partition))
+    return outputs
+
+
+def triggered_event(d: ev.TriggerDefinition, fire: ev.FireRecord) -> ev.ScheduleEvent:
+    return ev.ScheduleEvent(
+        event_id=event_id("triggered", fire.fire_key),
+        type=ev.ScheduleEventType.TRIGGERED.value,
+        tenant=d.tenant,
+        trigger_id=d.trigger_id,
+        emitted_at=fire.decided_at,
+        trigger_version=d.version,
+        fire_key=fire.fire_key,
+        key_hash=fire.key_hash,
+        origin=fire.origin,
+        scheduled_at=fire.scheduled_at,
+        due_at=fire.due_at,
+        payload=d.payload,
+        content_type=d.content_type,
+    )
+
+
+def schedule_event(
+    d: ev.TriggerDefinition,
+    partition: int,
+    kind: ev.ScheduleEventType,
+    now: float,
+    cause: str | None = None,
+    *id_parts: object,
+) -> Output:
+    """A tenant-facing event about the trigger itself (paused, resumed, rejected, ...)."""
+    event = ev.ScheduleEvent(
+        event_id=event_id(kind.value, d.tenant, d.trigger_id, d.version, cause, *id_parts),
+        type=kind.value,
+        tenant=d.tenant,
+        trigger_id=d.trigger_id,
+        emitted_at=at(now),
+        trigger_version=d.version,
+        cause=cause,
+    )
+    return Output(event, partition)

@@ -1,0 +1,168 @@
+"""Test harness for the planner: topics under a unique prefix, signed definitions and commands,
+planner workers in threads or subprocesses, and a read_committed view of the ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from horae.contracts import events as ev
+from horae.contracts import signing
+from horae.contracts.admin import Plan, admin_client, apply
+from horae.contracts.codec import decode, encode
+from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.streams.planner.clock import ensure_clock_topic
+from horae.streams.planner.worker import Planner, PlannerConfig
+
+TENANT = "acme"
+KEY_ID = "acme-1"
+SECRET = b"acme-secret"
+TENANT_KEYS = {TENANT: {KEY_ID: SECRET}}
+PARTITIONS = 3
+
+
+def definition(
+    trigger_id: str,
+    expr: str = "* * * * * *",
+    *,
+    version: int = 1,
+    state: ev.DefinitionState = ev.DefinitionState.LIVE,
+    policies: ev.Policies | None = None,
+    target: ev.Target | None = None,
+) -> ev.TriggerDefinition:
+    d = ev.TriggerDefinition(
+        tenant=TENANT,
+        trigger_id=trigger_id,
+        version=version,
+        state=state,
+        recurrence=ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=expr),
+        target=target or ev.Target(kind=ev.TargetKind.WEBHOOK, url="https://hooks.example/x"),
+        authored_at=datetime.now(UTC).replace(microsecond=0),
+        author="tester",
+        policies=policies or ev.Policies(),
+    )
+    return signing.sign(d, KEY_ID, SECRET)
+
+
+def command(trigger_id: str, kind: ev.CommandKind, role: ev.Role = ev.Role.AUTHOR,
+            **fields: object) -> ev.Command:
+    c = ev.Command(
+        command_id=f"cmd-{time.monotonic_ns()}",
+        tenant=TENANT,
+        trigger_id=trigger_id,
+        kind=kind,
+        requested_by="tester",
+        role=role,
+        requested_at=datetime.now(UTC).replace(microsecond=0),
+    )
+    return signing.sign(replace(c, **fields), KEY_ID, SECRET)  # type: ignore[arg-type]
+
+
+@dataclass
+class PlannerEnv:
+    bootstrap: str
+    prefix: str
+    threads: list[tuple[Planner, threading.Event, threading.Thread]] = field(default_factory=list)
+    producer: Producer | None = None
+
+    def setup(self) -> None:
+        apply(admin_client(self.bootstrap), Plan(self.prefix, PARTITIONS, 1))
+        ensure_clock_topic(self.bootstrap, self.prefix)
+        self.producer = Producer({"bootstrap.servers": self.bootstrap, **PRODUCER_DEFAULTS})
+
+    def topic(self, t: Topic) -> str:
+        return topic_name(t, self.prefix)
+
+    def produce(self, t: Topic, key: str | bytes, value: bytes | None) -> None:
+        assert self.producer is not None
+        self.producer.produce(self.topic(t), key=key, value=value)
+        self.producer.flush(30)
+
+    def put(self, d: ev.TriggerDefinition) -> None:
+        self.produce(Topic.DEFINITIONS, ev.trigger_key(d.tenant, d.trigger_id), encode(d))
+
+    def send(self, c: ev.Command) -> None:
+        self.produce(Topic.COMMANDS, ev.trigger_key(c.tenant, c.trigger_id), encode(c))
+
+    def config(self, slot: str, **overrides: object) -> PlannerConfig:
+        base = PlannerConfig(self.bootstrap, self.prefix, slot, tick_s=0.2,
+                             session_timeout_ms=6000, tenant_keys=TENANT_KEYS)
+        return replace(base, **overrides)  # type: ignore[arg-type]
+
+    def start_thread(self, slot: str = "a", **overrides: object) -> Planner:
+        planner = Planner(self.config(slot, **overrides))
+        stop = threading.Event()
+        thread = threading.Thread(target=planner.run, args=(stop,), daemon=True)
+        thread.start()
+        self.threads.append((planner, stop, thread))
+        return planner
+
+    def stop_threads(self) -> None:
+        for _, stop, thread in self.threads:
+            stop.set()
+        for _, _, thread in self.threads:
+            thread.join(60)
+        self.threads.clear()
+
+    def spawn(self, slot: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        env = dict(os.environ, HORAE_KAFKA_BOOTSTRAP=self.bootstrap,
+                   HORAE_TOPIC_PREFIX=self.prefix, HORAE_TOPIC_PARTITIONS=str(PARTITIONS),
+                   HORAE_TENANT_KEYS=json.dumps({TENANT: {KEY_ID: SECRET.decode()}}),
+                   HORAE_PLANNER_SLOT=slot, HORAE_PLANNER_TICK_S="0.2",
+                   HORAE_PLANNER_SESSION_TIMEOUT_MS="6000", HORAE_LOG_LEVEL="WARNING",
+                   **(extra_env or {}))
+        return subprocess.Popen([sys.executable, "-m", "horae.cli.main", "planner"], env=env)
+
+    def close(self) -> None:
+        self.stop_threads()
+        if self.producer is not None:
+            self.producer.flush(10)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int = PARTITIONS,
+             idle_s: float = 2.0) -> list[tuple[bytes | None, bytes | None]]:
+    """Every committed record of ``topic`` (read_committed), partition by partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[tuple[bytes | None, bytes | None]] = []
+    eof: set[int] = set()
+    deadline = time.monotonic() + 60
+    last = time.monotonic()
+    try:
+        while time.monotonic() < deadline and time.monotonic() - last < idle_s:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                if len(eof) == partitions:
+                    break
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == msg.error()._PARTITION_EOF:
+                    eof.add(msg.partition() or 0)
+                continue
+            eof.discard(msg.partition() or 0)
+            last = time.monotonic()
+            out.append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def ledger(env: PlannerEnv) -> list[ev.FireRecord]:
+    return [decode(v, ev.FireRecord) for _, v in read_all(env.bootstrap, env.topic(Topic.FIRES))
+            if v is not None]
+
+
+def duplicates(fires: list[ev.FireRecord]) -> dict[str, int]:
+    counts = Counter(f.fire_key for f in fires)
+    return {k: n for k, n in counts.items() if n > 1}
