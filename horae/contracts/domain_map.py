@@ -10,8 +10,14 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from horae.contracts import events as ev
+from horae.domain.dst import DstPolicy, GapPolicy, RepeatPolicy
 from horae.domain.errors import ValidationError
+from horae.domain.jitter import JitterPolicy
+from horae.domain.misfire import MisfireKind, MisfirePolicy
+from horae.domain.overlap import OverlapPolicy
 from horae.domain.recurrence import AtSpec, CronSpec, EverySpec, Recurrence
+from horae.domain.retry import RetryPolicy
+from horae.domain.trigger import TriggerSpec
 from horae.domain.tzdb import load_zone
 
 
@@ -61,3 +67,32 @@ def recurrence_from_domain(spec: Recurrence, zone: str = "UTC", **choices: objec
 def check_zone(zone: str) -> None:
     """:class:`ValidationError` ``recurrence.zone`` unless ``zone`` is a known IANA zone."""
     load_zone(zone, "recurrence.zone")
+
+
+def retry_to_domain(r: ev.RetryPolicy) -> RetryPolicy:
+    """The domain retry policy (seconds become milliseconds)."""
+    return RetryPolicy(
+        max_attempts=r.max_attempts,
+        initial_ms=round(r.base_s * 1000),
+        multiplier=r.multiplier,
+        max_backoff_ms=round(r.max_s * 1000),
+        jitter_ratio=r.jitter_ratio,
+        honor_retry_after=r.honour_retry_after,
+    )
+
+
+def trigger_spec(d: ev.TriggerDefinition) -> TriggerSpec:
+    """The domain :class:`TriggerSpec` of a definition; :class:`ValidationError` names the field
+    (paths of the domain, e.g. ``misfire.max_fires``)."""
+    p = d.policies
+    r = d.recurrence
+    return TriggerSpec(
+        recurrence=recurrence_to_domain(r),
+        zone=r.zone,
+        dst=DstPolicy(GapPolicy(r.dst_gap.value), RepeatPolicy(r.dst_repeat.value)),
+        misfire=MisfirePolicy(MisfireKind(p.misfire.value), p.max_catchup, p.misfire_grace_s),
+        horizon_s=p.horizon_s,
+        overlap=OverlapPolicy(p.overlap.value),
+        jitter=JitterPolicy(p.jitter_s * 1000),
+        retry=retry_to_domain(p.retry),
+    )

@@ -176,6 +176,8 @@ class RetryPolicy:
     base_s: float = 1.0
     max_s: float = 300.0
     honour_retry_after: bool = True
+    multiplier: float = 2.0  # since v2
+    jitter_ratio: float = 0.5  # since v2
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,7 @@ class Policies:
     overlap: Overlap = Overlap.ALLOW
     jitter_s: int = 0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    misfire_grace_s: int = 60  # since v2: later than this counts as missed
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import fastavro
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.codec import Codec, DecodeError, default_codec, to_event
-from horae.contracts.domain_map import check_zone, recurrence_to_domain
+from horae.contracts.domain_map import check_zone, recurrence_to_domain, trigger_spec
 from horae.contracts.jsonform import coerce
 from horae.domain.errors import ValidationError
 
@@ -80,6 +80,7 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
         raise ValidationError("version", d.version, "versions start at 1")
     recurrence_to_domain(d.recurrence)
     check_zone(d.recurrence.zone)
+    trigger_spec(d)  # every policy through the domain's own validation
     t = d.target
     if t.kind is ev.TargetKind.WEBHOOK and not (t.url or "").startswith(("https://", "http://")):
         raise ValidationError("target.url", t.url, "a webhook needs an http(s) URL")

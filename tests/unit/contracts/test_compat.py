@@ -62,8 +62,15 @@ def test_incompatible_file_fails_check_all(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("event", all_samples(), ids=lambda e: type(e).__name__)
 def test_golden_bytes_of_each_release_decode(event: ev.Event) -> None:
-    releases = sorted((SCHEMAS_DIR / "golden").glob("v*"))
-    assert releases
-    for release in releases:
-        data = bytes.fromhex((release / f"{type(event).__name__}.hex").read_text().strip())
-        assert decode(data) == event, f"{release.name}/{type(event).__name__}"
+    name = type(event).__name__
+    fixtures = sorted((SCHEMAS_DIR / "golden").glob(f"v*/{name}.hex"))
+    assert fixtures, f"no golden bytes for {name}"
+    for path in fixtures:
+        data = bytes.fromhex(path.read_text().strip())
+        assert decode(data) == event, str(path)
+
+
+def test_every_release_has_golden_bytes() -> None:
+    for schema in (SCHEMAS_DIR / "released").glob("v*/*.avsc"):
+        golden = SCHEMAS_DIR / "golden" / schema.parent.name / f"{schema.stem}.hex"
+        assert golden.exists(), f"missing {golden}"

@@ -146,3 +146,24 @@ def test_decode_error_has_cause() -> None:
     with pytest.raises(DecodeError) as info:
         decode_definition(b"[1, 2]")
     assert info.value.cause == "framing"
+
+
+def test_definition_maps_to_domain_trigger_spec() -> None:
+    from horae.contracts.domain_map import recurrence_from_domain, trigger_spec
+
+    spec = trigger_spec(definition())
+    assert spec.zone == "Africa/Addis_Ababa"
+    assert spec.misfire.max_fires == 3 and spec.jitter.max_ms == 30_000
+    assert spec.retry.initial_ms == 500 and spec.retry.max_backoff_ms == 60_000
+    assert spec.dst.gap.value == "skip" and spec.overlap.value == "buffer_one"
+    r = definition().recurrence
+    assert recurrence_from_domain(spec.recurrence, r.zone, start=r.start) == replace(
+        r, dst_gap=ev.DstGap.SHIFT, dst_repeat=ev.DstRepeat.FIRST
+    )
+
+
+def test_domain_policy_limits_are_enforced_at_ingress() -> None:
+    doc = as_json(signed())
+    doc["policies"]["retry"]["max_attempts"] = 0
+    q = ingest(json.dumps(doc).encode())
+    assert q.cause == "invalid"
