@@ -1,0 +1,309 @@
+"""The projector: consumes the projected topics and maintains one schema of read models.
+
+Contract (exactly-once effect): every batch's rows and the next offsets of the records it covers
+are committed in one PostgreSQL transaction (:mod:`.store`); Kafka offsets are never committed.
+On assignment — and after any database error or a schema swap — the consumer seeks every
+partition to the offset stored in the schema (or the beginning). So a crash at any instant
+(SIGKILL mid-batch included) leaves either the whole batch or none of it, and the restart resumes
+exactly after the last committed batch.
+
+Modes:
+- group (``horae projector``): a member of the consumer group ``<prefix>projector.<schema>``
+  (auto-commit off, read_committed); scales out by partitions;
+- replay (rebuild): assigns every partition itself and stops once it has reached the end offsets
+  snapshotted at start (``stop_at``).
+
+Batches: up to ``batch_records`` records or ``batch_ms`` milliseconds. Records that fail to
+decode are counted, kept in ``projection_errors`` and skipped. Database errors are retried with
+backoff until ``stop_event`` is set; nothing is lost meanwhile (the batch is dropped and re-read).
+Library use: ``Projector(config).run(stop_event)`` runs until the event is set (or, replaying,
+until the end).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from horae.contracts.codec import Codec, default_codec
+from horae.contracts.topics import Topic, topic_name
+from horae.projections.metrics import ProjectionMetrics
+from horae.projections.rows import PROJECTED, Batch, RecordMapper, Stage
+from horae.projections.store import ApplyResult, GenerationChanged, ProjectionStore
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+
+
+@dataclass
+class ProjectorConfig:
+    bootstrap: str
+    database_url: str
+    schema: str = "horae"
+    topic_prefix: str = "horae."
+    batch_records: int = 5000
+    batch_ms: int = 200
+    group_id: str | None = None  # default <prefix>projector.<schema>
+    stop_at: dict[TP, int] | None = None  # replay mode: stop at these end offsets
+    consumer_overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def topics(self) -> dict[str, Topic]:
+        return {topic_name(t, self.topic_prefix): t for t in PROJECTED}
+
+
+@dataclass
+class ProjectorStats:
+    records: int = 0
+    rows: int = 0
+    batches: int = 0
+    errors: int = 0
+    duplicates: int = 0
+    db_retries: int = 0
+    resyncs: int = 0
+
+
+BatchHook = Callable[[Batch, ApplyResult], None]
+
+
+class Projector:
+    """See the module docstring. ``on_batch`` is called after each committed batch."""
+
+    def __init__(
+        self,
+        config: ProjectorConfig,
+        metrics: ProjectionMetrics | None = None,
+        codec: Codec | None = None,
+        on_batch: BatchHook | None = None,
+    ) -> None:
+        self.config = config
+        self.metrics = metrics or ProjectionMetrics()
+        self.topics = config.topics
+        self.mapper = RecordMapper(codec or default_codec(), self.topics)
+        self.stage_topics = {
+            stage: topic_name(t, config.topic_prefix) for t, (_, stage) in PROJECTED.items()
+        }
+        self.store = ProjectionStore(config.database_url, config.schema)
+        self.stats = ProjectorStats()
+        self.on_batch = on_batch
+        self.positions: dict[TP, int] = {}  # next offset committed, per assigned partition
+        self._eof: dict[TP, int] = {}
+        self._stop = threading.Event()
+        self._consumer: Consumer | None = None
+        self._last_lag_update = 0.0
+
+    # --- lifecycle ---------------------------------------------------------------------
+    def run(self, stop_event: threading.Event | None = None) -> None:
+        """Project until ``stop_event`` is set (replay mode: until the end offsets)."""
+        self._stop = stop_event or threading.Event()
+        if not self._db(self.store.connect):
+            return
+        consumer = Consumer(self._consumer_config())
+        self._consumer = consumer
+        try:
+            if self.config.stop_at is None:
+                consumer.subscribe(
+                    list(self.topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
+                    on_lost=self._on_revoke,
+                )  # fmt: skip
+            else:
+                self._assign_all(consumer)
+            while not self._stop.is_set() and not self._replay_done():
+                self._step(consumer)
+        finally:
+            self._consumer = None
+            consumer.close()
+            self.store.close()
+
+    def _consumer_config(self) -> dict[str, Any]:
+        cfg = self.config
+        conf: dict[str, Any] = {
+            "bootstrap.servers": cfg.bootstrap,
+            "group.id": cfg.group_id or f"{cfg.topic_prefix}projector.{cfg.schema}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": cfg.stop_at is not None,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 4_194_304,
+            "queued.min.messages": 20_000,
+            "fetch.wait.max.ms": 100,
+            "log_level": 3,
+        }
+        conf.update(cfg.consumer_overrides)
+        return conf
+
+    # --- assignment ----------------------------------------------------------------------
+    def _with_stored(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        stored: dict[TP, int] = {}
+
+        def read() -> None:
+            stored.update(self.store.stored_offsets())
+
+        self._db(read)
+        out = []
+        for tp in partitions:
+            offset = stored.get((tp.topic, tp.partition), OFFSET_BEGINNING)
+            out.append(TopicPartition(tp.topic, tp.partition, offset))
+            self.positions[(tp.topic, tp.partition)] = max(offset, 0)
+        return out
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        consumer.assign(self._with_stored(partitions))
+        log.info("assigned %d partitions", len(partitions))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            self.positions.pop(key, None)
+            self.metrics.lag_records.remove(self.config.schema, tp.topic, str(tp.partition))
+            self.metrics.lag_seconds.remove(self.config.schema, tp.topic, str(tp.partition))
+        consumer.unassign()
+
+    def _assign_all(self, consumer: Consumer) -> None:
+        assert self.config.stop_at is not None
+        parts = [TopicPartition(t, p) for (t, p) in self.config.stop_at]
+        consumer.assign(self._with_stored(parts))
+
+    def _replay_done(self) -> bool:
+        stop_at = self.config.stop_at
+        if stop_at is None:
+            return False
+        return all(
+            self.positions.get(tp, 0) >= end or self._eof.get(tp, -1) >= end
+            for tp, end in stop_at.items()
+        )
+
+    def _resync(self, consumer: Consumer) -> None:
+        """Seek every assigned partition back to the stored offsets (after a failed batch)."""
+        self.stats.resyncs += 1
+        assignment = consumer.assignment()
+        if not assignment:
+            return
+        targets = self._with_stored(assignment)
+        try:
+            for tp in targets:
+                consumer.seek(tp)
+        except KafkaException as exc:  # a partition not fetching yet: re-assign instead
+            log.info("seek failed (%s); re-assigning at the stored offsets", exc)
+            consumer.assign(targets)
+
+    # --- one batch -----------------------------------------------------------------------
+    def _step(self, consumer: Consumer) -> None:
+        cfg = self.config
+        messages = consumer.consume(cfg.batch_records, cfg.batch_ms / 1000.0)
+        batch = Batch()
+        for msg in messages:
+            err = msg.error()
+            topic, partition = msg.topic(), msg.partition()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF and topic is not None:
+                    self._eof[(topic, partition or 0)] = msg.offset() or 0
+                elif err.fatal():
+                    raise KafkaException(err)
+                else:
+                    log.warning("consumer error: %s", err)
+                continue
+            assert topic is not None and partition is not None
+            offset = msg.offset()
+            assert offset is not None
+            _, ts = msg.timestamp()
+            self.mapper.add(batch, topic, partition, offset, msg.key(), msg.value(), ts)
+        if batch.records:
+            self._write(consumer, batch)
+        self._update_lag(consumer, time.time(), force=bool(batch.records))
+
+    def _write(self, consumer: Consumer, batch: Batch) -> None:
+        started = time.monotonic()
+        try:
+            result = self.store.apply(batch, self.stage_topics)
+        except GenerationChanged as exc:
+            log.warning("%s; reconnecting and reseeking", exc)
+            self.store.close()
+            if self._db(self.store.connect):
+                self._resync(consumer)
+            return
+        except psycopg.Error as exc:
+            log.warning("batch not written (%s); retrying from the stored offsets", exc)
+            self.store.close()
+            self._count_retry()
+            if self._db(self.store.connect):
+                self._resync(consumer)
+            return
+        elapsed = time.monotonic() - started
+        for tp, offset in batch.next_offsets.items():
+            if tp in self.positions or self.config.stop_at is not None:
+                self.positions[tp] = max(self.positions.get(tp, 0), offset)
+        self._account(batch, result, elapsed)
+        if self.on_batch is not None:
+            self.on_batch(batch, result)
+
+    def _account(self, batch: Batch, result: ApplyResult, elapsed: float) -> None:
+        m, schema, stats = self.metrics, self.config.schema, self.stats
+        stats.batches += 1
+        stats.records += batch.records
+        stats.rows += result.total_rows
+        stats.errors += batch.errors
+        stats.duplicates += result.duplicates_identical + result.duplicates_different
+        m.batch_seconds.labels(schema).observe(elapsed)
+        for stage, n in result.rows.items():
+            if stage is not Stage.ERRORS:
+                m.rows.labels(schema, stage.value.removeprefix("stage_")).inc(n)
+        m.observe_rows(schema, result.total_rows)
+        if result.duplicates_different:
+            m.duplicate_keys.labels(schema, "different").inc(result.duplicates_different)
+        if result.duplicates_identical:
+            m.duplicate_keys.labels(schema, "identical").inc(result.duplicates_identical)
+        for row in batch.rows.get(Stage.ERRORS, ()):
+            m.errors.labels(schema, str(row[3])).inc()
+        now_ms = time.time() * 1000
+        for tp, ts in batch.last_timestamp_ms.items():
+            m.lag_seconds.labels(schema, tp[0], str(tp[1])).set(max(0.0, (now_ms - ts) / 1000))
+
+    def _update_lag(self, consumer: Consumer, now: float, force: bool) -> None:
+        if not force and now - self._last_lag_update < 1.0:
+            return
+        self._last_lag_update = now
+        schema = self.config.schema
+        for (topic, partition), position in list(self.positions.items()):
+            try:
+                _, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), cached=True
+                )
+            except KafkaException:
+                continue
+            if high < 0:
+                continue
+            behind = max(0, high - position)
+            self.metrics.lag_records.labels(schema, topic, str(partition)).set(behind)
+            if behind == 0:
+                self.metrics.lag_seconds.labels(schema, topic, str(partition)).set(0.0)
+
+    # --- database retries ----------------------------------------------------------------
+    def _count_retry(self) -> None:
+        self.stats.db_retries += 1
+        self.metrics.db_retries.labels(self.config.schema).inc()
+
+    def _db(self, fn: Callable[[], None]) -> bool:
+        """Run ``fn`` until it succeeds (reconnecting, with backoff) or stop is requested."""
+        delay = 0.2
+        while not self._stop.is_set():
+            try:
+                fn()
+                return True
+            except psycopg.Error as exc:
+                log.warning("database unavailable (%s); retrying in %.1fs", exc, delay)
+                self.store.close()
+                self._count_retry()
+                self._stop.wait(delay)
+                delay = min(delay * 2, 5.0)
+        return False

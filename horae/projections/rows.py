@@ -1,0 +1,240 @@
+"""Pure mapping of consumed records to staging rows (no I/O).
+
+One :class:`Batch` collects, per staging table, the rows of the records it was given, in the
+column order of ``sql/stage.sql``; a record that cannot be decoded, or whose type is not the one
+its topic carries, becomes an error row instead (skipped, never stops the projection). Tombstones
+(``value is None``) are consumed and ignored. Decoding uses :meth:`Codec.decode_datum` (framing and
+schema resolution of the codec, without building the dataclass: the projection needs the datum).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from horae.contracts import events as ev
+from horae.contracts.codec import Codec, DecodeError
+from horae.contracts.topics import Topic
+
+Row = tuple[Any, ...]
+
+
+class Stage(StrEnum):
+    """Staging tables (``sql/stage.sql``), in the order their merges run."""
+
+    DEFINITIONS = "stage_definitions"
+    FIRES = "stage_fires"
+    ATTEMPTS = "stage_attempts"
+    OUTCOMES = "stage_outcomes"
+    SCHEDULE_EVENTS = "stage_schedule_events"
+    AUDIT = "stage_audit"
+    ERRORS = "stage_errors"
+
+
+#: The topics the projector consumes, with the one event type each carries and its stage.
+PROJECTED: dict[Topic, tuple[type[ev.Event], Stage]] = {
+    Topic.DEFINITIONS: (ev.TriggerDefinition, Stage.DEFINITIONS),
+    Topic.FIRES: (ev.FireRecord, Stage.FIRES),
+    Topic.ATTEMPTS: (ev.Attempt, Stage.ATTEMPTS),
+    Topic.OUTCOMES: (ev.WorkOutcome, Stage.OUTCOMES),
+    Topic.SCHEDULE_EVENTS: (ev.ScheduleEvent, Stage.SCHEDULE_EVENTS),
+    Topic.AUDIT: (ev.AuditEntry, Stage.AUDIT),
+}
+
+STAGE_COLUMNS: dict[Stage, tuple[str, ...]] = {
+    Stage.DEFINITIONS: (
+        "tenant", "trigger_id", "version", "state", "recurrence", "target", "policies", "quotas",
+        "authored_at", "author", "role", "description", "labels", "content_type", "payload",
+        "src_partition", "src_offset",
+    ),
+    Stage.FIRES: (
+        "fire_key", "key_hash", "tenant", "trigger_id", "origin", "scheduled_at", "sequence",
+        "jitter_ms", "due_at", "decided_at", "state", "trigger_version", "tzdata_version",
+        "target_kind", "lane", "cause", "cause_detail", "command_id",
+        "src_topic", "src_partition", "src_offset",
+    ),
+    Stage.ATTEMPTS: (
+        "fire_key", "key_hash", "tenant", "trigger_id", "n", "lane", "started_at", "ended_at",
+        "transport_result", "duration_ms", "http_status", "error", "retry_after_s",
+        "next_attempt_at", "src_partition", "src_offset",
+    ),
+    Stage.OUTCOMES: (
+        "fire_key", "key_hash", "tenant", "trigger_id", "state", "attempts", "decided_at",
+        "first_attempt_at", "last_attempt_at", "http_status", "error",
+        "src_partition", "src_offset",
+    ),
+    Stage.SCHEDULE_EVENTS: (
+        "event_id", "type", "tenant", "trigger_id", "emitted_at", "trigger_version", "fire_key",
+        "origin", "scheduled_at", "due_at", "cause", "attempt", "http_status",
+        "src_partition", "src_offset",
+    ),
+    Stage.AUDIT: (
+        "audit_id", "tenant", "principal", "role", "action", "at", "allowed", "trigger_id",
+        "command_id", "detail", "src_partition", "src_offset",
+    ),
+    Stage.ERRORS: (
+        "topic", "partition", "offset", "cause", "detail", "record_key", "record_value",
+        "record_ts",
+    ),
+}  # fmt: skip
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).hex()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def to_json(value: object) -> str:
+    """Canonical JSON text (sorted keys) of a datum part, for a jsonb column."""
+    return json.dumps(value, default=_json_default, sort_keys=True, separators=(",", ":"))
+
+
+def _definition(d: Mapping[str, Any], t: str, p: int, o: int) -> Row:
+    return (
+        d["tenant"], d["trigger_id"], d["version"], d["state"], to_json(d["recurrence"]),
+        to_json(d["target"]), to_json(d["policies"]), to_json(d["quotas"]), d["authored_at"],
+        d["author"], d["role"], d["description"], to_json(d["labels"]), d["content_type"],
+        d["payload"], p, o,
+    )  # fmt: skip
+
+
+def _fire(d: Mapping[str, Any], t: str, p: int, o: int) -> Row:
+    return (
+        d["fire_key"], d["key_hash"], d["tenant"], d["trigger_id"], d["origin"],
+        d["scheduled_at"], d["sequence"], d["jitter_ms"], d["due_at"], d["decided_at"],
+        d["state"], d["trigger_version"], d["tzdata_version"], d["target_kind"], d["lane"],
+        d["cause"], d["cause_detail"], d["command_id"], t, p, o,
+    )  # fmt: skip
+
+
+def _attempt(d: Mapping[str, Any], t: str, p: int, o: int) -> Row:
+    return (
+        d["fire_key"], d["key_hash"], d["tenant"], d["trigger_id"], d["n"], d["lane"],
+        d["started_at"], d["ended_at"], d["transport_result"], d["duration_ms"],
+        d["http_status"], d["error"], d["retry_after_s"], d["next_attempt_at"], p, o,
+    )  # fmt: skip
+
+
+def _outcome(d: Mapping[str, Any], t: str, p: int, o: int) -> Row:
+    return (
+        d["fire_key"], d["key_hash"], d["tenant"], d["trigger_id"], d["state"], d["attempts"],
+        d["decided_at"], d["first_attempt_at"], d["last_attempt_at"], d["http_status"],
+        d["error"], p, o,
+    )  # fmt: skip
+
+
+def _schedule_event(d: Mapping[str, Any], t: str, p: int, o: int) -> Row:
+    return (
+        d["event_id"], d["type"], d["tenant"], d["trigger_id"], d["emitted_at"],
+        d["trigger_version"], d["fire_key"], d["origin"], d["scheduled_at"], d["due_at"],
+        d["cause"], d["attempt"], d["http_status"], p, o,
+    )  # fmt: skip
+
+
+def _audit(d: Mapping[str, Any], t: str, p: int, o: int) -> Row:
+    return (
+        d["audit_id"], d["tenant"], d["principal"], d["role"], d["action"], d["at"],
+        d["allowed"], d["trigger_id"], d["command_id"], to_json(d["detail"]), p, o,
+    )  # fmt: skip
+
+
+MAPPERS: dict[Stage, Callable[[Mapping[str, Any], str, int, int], Row]] = {
+    Stage.DEFINITIONS: _definition,
+    Stage.FIRES: _fire,
+    Stage.ATTEMPTS: _attempt,
+    Stage.OUTCOMES: _outcome,
+    Stage.SCHEDULE_EVENTS: _schedule_event,
+    Stage.AUDIT: _audit,
+}
+
+
+def _ts(timestamp_ms: int | None) -> datetime | None:
+    if timestamp_ms is None or timestamp_ms < 0:
+        return None
+    return datetime.fromtimestamp(timestamp_ms / 1000, UTC)
+
+
+@dataclass
+class Batch:
+    """The staging rows of one batch, plus the next offset per (topic, partition) it covers."""
+
+    rows: dict[Stage, list[Row]] = field(default_factory=dict)
+    next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    records: int = 0
+    errors: int = 0
+    tombstones: int = 0
+    last_timestamp_ms: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def add_error(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        error: DecodeError,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp_ms: int | None,
+    ) -> None:
+        row = (topic, partition, offset, error.cause, error.detail, key, value, _ts(timestamp_ms))
+        self.rows.setdefault(Stage.ERRORS, []).append(row)
+        self.errors += 1
+
+    def count(self, stage: Stage) -> int:
+        return len(self.rows.get(stage, ()))
+
+
+class RecordMapper:
+    """Turns consumed records into a :class:`Batch`; ``topics`` maps full topic names to the
+    projected topic they are (``<prefix><suffix>``)."""
+
+    def __init__(self, codec: Codec, topics: Mapping[str, Topic]) -> None:
+        self.codec = codec
+        self.topics = dict(topics)
+
+    def add(
+        self,
+        batch: Batch,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        """Stage one record (or its error row) and advance the partition's next offset."""
+        batch.records += 1
+        tp = (topic, partition)
+        batch.next_offsets[tp] = offset + 1
+        if timestamp_ms is not None and timestamp_ms >= 0:
+            batch.last_timestamp_ms[tp] = timestamp_ms
+        if value is None:
+            batch.tombstones += 1
+            return
+        suffix = self.topics.get(topic)
+        if suffix is None or suffix not in PROJECTED:
+            err = DecodeError("topic", f"{topic} is not a projected topic")
+            batch.add_error(topic, partition, offset, err, key, value, timestamp_ms)
+            return
+        expected, stage = PROJECTED[suffix]
+        try:
+            event_type, datum = self.codec.decode_datum(value)
+            if event_type is not expected:
+                raise DecodeError(
+                    "type", f"a {event_type.__name__} on {topic}, expected {expected.__name__}"
+                )
+            row = MAPPERS[stage](datum, topic, partition, offset)
+        except DecodeError as exc:
+            batch.add_error(topic, partition, offset, exc, key, value, timestamp_ms)
+            return
+        except (KeyError, TypeError, ValueError) as exc:
+            err = DecodeError("invalid", f"{type(exc).__name__}: {exc}")
+            batch.add_error(topic, partition, offset, err, key, value, timestamp_ms)
+            return
+        batch.rows.setdefault(stage, []).append(row)

@@ -1,0 +1,115 @@
+"""Schemas ("generations") of the read models: create/migrate, drop, swap.
+
+A generation is one PostgreSQL schema (live: ``Settings.projection_schema``, default ``horae``;
+shadow: ``<live>_shadow``) holding every read-model table *and* the offsets it was built up to,
+so the rows and the offsets they reflect always move together (and move together on a swap).
+
+Contracts:
+- :func:`migrate` is idempotent and safe to run concurrently (an advisory lock per schema): it
+  creates the schema if missing and applies, each in its own transaction, the migrations in
+  ``sql/migrations`` that ``schema_migrations`` does not list yet.
+- :func:`swap` renames in one transaction: live → ``<live>_old``, shadow → live. A running
+  projector notices the new generation and reseeks from the offsets stored in it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+from psycopg import sql as pgsql
+
+from horae.projections.sqlfiles import migration_names, sql
+
+
+def ident(schema: str) -> pgsql.Identifier:
+    return pgsql.Identifier(schema)
+
+
+def set_search_path(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Point unqualified names at ``schema`` for the session (temp tables still come first)."""
+    conn.execute(pgsql.SQL("SET search_path TO {}").format(ident(schema)))
+
+
+def schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
+    row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    return row is not None
+
+
+def migrate(conn: psycopg.Connection[Any], schema: str) -> list[str]:
+    """Bring ``schema`` to the latest migration; returns the names applied now."""
+    applied_now: list[str] = []
+    with conn.transaction():
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('horae.projections.' || %s))", (schema,)
+        )
+        conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident(schema)))
+        conn.execute(
+            pgsql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.schema_migrations "
+                "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            ).format(ident(schema))
+        )
+        done = {
+            str(r[0])
+            for r in conn.execute(
+                pgsql.SQL("SELECT name FROM {}.schema_migrations").format(ident(schema))
+            )
+        }
+        for name in migration_names():
+            if name in done:
+                continue
+            conn.execute(pgsql.SQL("SET LOCAL search_path TO {}").format(ident(schema)))
+            conn.execute(sql(f"migrations/{name}"))
+            conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (name,))
+            if name == migration_names()[0]:
+                conn.execute(
+                    "INSERT INTO projection_meta (generation) VALUES (%s)", (uuid.uuid4(),)
+                )
+            applied_now.append(name)
+    return applied_now
+
+
+def load_schema_file(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Create ``schema`` from ``sql/schema.sql`` in one piece (for the migrate-equals test)."""
+    with conn.transaction():
+        conn.execute(pgsql.SQL("CREATE SCHEMA {}").format(ident(schema)))
+        conn.execute(pgsql.SQL("SET LOCAL search_path TO {}").format(ident(schema)))
+        conn.execute(sql("schema"))
+
+
+def drop(conn: psycopg.Connection[Any], schema: str) -> None:
+    with conn.transaction():
+        conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(ident(schema)))
+
+
+def generation(conn: psycopg.Connection[Any], schema: str) -> uuid.UUID | None:
+    row = conn.execute(
+        pgsql.SQL("SELECT generation FROM {}.projection_meta").format(ident(schema))
+    ).fetchone()
+    return None if row is None else uuid.UUID(str(row[0]))
+
+
+def stored_offsets(conn: psycopg.Connection[Any], schema: str) -> dict[tuple[str, int], int]:
+    rows = conn.execute(
+        pgsql.SQL("SELECT topic, partition, next_offset FROM {}.projection_offsets").format(
+            ident(schema)
+        )
+    ).fetchall()
+    return {(str(t), int(p)): int(o) for t, p, o in rows}
+
+
+def swap(conn: psycopg.Connection[Any], live: str, shadow: str) -> str:
+    """Make ``shadow`` live; the previous live schema is kept as ``<live>_old`` (replacing an
+    older one). Returns the name the previous live schema now has."""
+    old = f"{live}_old"
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('horae.projections.' || %s))", (live,))
+        if not schema_exists(conn, shadow):
+            raise ValueError(f"no shadow schema {shadow!r} to swap in")
+        conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(ident(old)))
+        if schema_exists(conn, live):
+            conn.execute(pgsql.SQL("ALTER SCHEMA {} RENAME TO {}").format(ident(live), ident(old)))
+        conn.execute(pgsql.SQL("ALTER SCHEMA {} RENAME TO {}").format(ident(shadow), ident(live)))
+    return old

@@ -1,0 +1,189 @@
+"""One batch = one PostgreSQL transaction: its rows and the offsets it consumed up to.
+
+:class:`ProjectionStore` owns one connection whose ``search_path`` is the target schema. Per batch
+(:meth:`ProjectionStore.apply`), inside a single transaction:
+
+1. check the schema's generation (a swap since connecting raises :class:`GenerationChanged`);
+2. lock the stored offsets of the batch's partitions (``SELECT ... FOR UPDATE``) and drop any
+   record below them (already applied by someone: a replay is a no-op even without the merge
+   rules);
+3. COPY each non-empty staging table, then run the ``merge/*.sql`` statements (multi-row
+   ``INSERT ... ON CONFLICT``; replays of the same record are no-ops, a second fire record under
+   a key goes to ``fire_duplicates``);
+4. upsert the next offsets; COMMIT.
+
+Any exception leaves nothing behind (the transaction rolls back); the caller reconnects and seeks
+back to the stored offsets. Not thread-safe: one store per projector thread.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from horae.projections import schema as pschema
+from horae.projections.rows import STAGE_COLUMNS, Batch, Row, Stage
+from horae.projections.sqlfiles import sql
+
+#: merge statements per staging table, in order
+MERGES: dict[Stage, tuple[str, ...]] = {
+    Stage.DEFINITIONS: ("merge/definitions", "merge/triggers"),
+    Stage.FIRES: ("merge/fires",),  # fire_duplicates runs separately (it returns rows)
+    Stage.ATTEMPTS: ("merge/attempts", "merge/attempts_fires"),
+    Stage.OUTCOMES: ("merge/outcomes",),
+    Stage.SCHEDULE_EVENTS: ("merge/schedule_events",),
+    Stage.AUDIT: ("merge/audit",),
+    Stage.ERRORS: ("merge/errors",),
+}
+
+
+class GenerationChanged(RuntimeError):
+    """The schema was swapped under the store: reconnect and reseek from its stored offsets."""
+
+
+@dataclass
+class ApplyResult:
+    rows: dict[Stage, int] = field(default_factory=dict)  # staged rows applied per table
+    duplicates_identical: int = 0
+    duplicates_different: int = 0
+    dropped: int = 0  # records below the stored offsets (already applied)
+
+    @property
+    def total_rows(self) -> int:
+        return sum(n for s, n in self.rows.items() if s is not Stage.ERRORS)
+
+
+def _position(stage: Stage, row: Row, stage_topic: str) -> tuple[str, int, int]:
+    if stage is Stage.ERRORS:
+        return str(row[0]), int(row[1]), int(row[2])
+    return stage_topic, int(row[-2]), int(row[-1])
+
+
+class ProjectionStore:
+    """Writes batches into ``schema``; see the module docstring for the transaction."""
+
+    def __init__(self, database_url: str, schema: str, connect_timeout_s: int = 5) -> None:
+        self.database_url = database_url
+        self.schema = schema
+        self.connect_timeout_s = connect_timeout_s
+        self._conn: psycopg.Connection[Any] | None = None
+        self.generation: uuid.UUID | None = None
+
+    # --- connection --------------------------------------------------------------------
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            self.connect()
+        assert self._conn is not None
+        return self._conn
+
+    def connect(self) -> None:
+        """(Re)connect, migrate the schema if needed, create the staging tables."""
+        self.close()
+        conn = psycopg.connect(
+            self.database_url, autocommit=False, connect_timeout=self.connect_timeout_s
+        )
+        try:
+            conn.autocommit = True
+            pschema.migrate(conn, self.schema)
+            pschema.set_search_path(conn, self.schema)
+            conn.execute(sql("stage"))
+            self.generation = pschema.generation(conn, self.schema)
+            conn.autocommit = False
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            finally:
+                self._conn = None
+
+    # --- reads ---------------------------------------------------------------------------
+    def stored_offsets(self) -> dict[tuple[str, int], int]:
+        conn = self.conn
+        with conn.transaction():
+            return pschema.stored_offsets(conn, self.schema)
+
+    # --- the batch transaction -----------------------------------------------------------
+    def apply(self, batch: Batch, stage_topics: dict[Stage, str]) -> ApplyResult:
+        """Write ``batch`` and its offsets in one transaction (see the module docstring).
+        ``stage_topics`` names the topic each staging table's rows come from."""
+        result = ApplyResult()
+        if not batch.next_offsets:
+            return result
+        conn = self.conn
+        with conn.transaction(), conn.cursor() as cur:
+            row = cur.execute("SELECT generation FROM projection_meta FOR SHARE").fetchone()
+            if row is None or uuid.UUID(str(row[0])) != self.generation:
+                raise GenerationChanged(f"schema {self.schema} has a new generation")
+            tps = list(batch.next_offsets)
+            cur.execute(
+                sql("merge/lock_offsets"),
+                {"topics": [t for t, _ in tps], "partitions": [p for _, p in tps]},
+            )
+            stored = {(str(t), int(p)): int(o) for t, p, o in cur.fetchall()}
+            for stage, rows in batch.rows.items():
+                if stored:
+                    rows = self._unapplied(stage, rows, stage_topics.get(stage, ""), stored, result)
+                if not rows:
+                    continue
+                self._copy(cur, stage, rows)
+                result.rows[stage] = len(rows)
+            for stage in MERGES:
+                if stage not in result.rows:
+                    continue
+                for name in MERGES[stage]:
+                    cur.execute(sql(name))
+                if stage is Stage.FIRES:
+                    cur.execute(sql("merge/fire_duplicates"))
+                    for (identical,) in cur.fetchall():
+                        if identical:
+                            result.duplicates_identical += 1
+                        else:
+                            result.duplicates_different += 1
+            offsets = [
+                (t, p, o) for (t, p), o in batch.next_offsets.items() if o > stored.get((t, p), -1)
+            ]
+            if offsets:
+                cur.execute(
+                    sql("merge/offsets"),
+                    {
+                        "topics": [t for t, _, _ in offsets],
+                        "partitions": [p for _, p, _ in offsets],
+                        "offsets": [o for _, _, o in offsets],
+                    },
+                )
+        return result
+
+    @staticmethod
+    def _unapplied(
+        stage: Stage,
+        rows: list[Row],
+        stage_topic: str,
+        stored: dict[tuple[str, int], int],
+        result: ApplyResult,
+    ) -> list[Row]:
+        kept = []
+        for row in rows:
+            topic, partition, offset = _position(stage, row, stage_topic)
+            if offset < stored.get((topic, partition), -1):
+                result.dropped += 1
+            else:
+                kept.append(row)
+        return kept
+
+    @staticmethod
+    def _copy(cur: psycopg.Cursor[Any], stage: Stage, rows: Iterable[Row]) -> None:
+        cols = ", ".join(f'"{c}"' for c in STAGE_COLUMNS[stage])
+        statement = f"COPY {stage.value} ({cols}) FROM STDIN"
+        with cur.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)

@@ -1,0 +1,61 @@
+"""Fixtures of the projection tests: topics under a unique prefix (deleted afterwards), a unique
+schema (dropped afterwards), a producer of synthetic history and a projector configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from projection_support import create_topics, delete_topics
+
+from horae.contracts.topics import topic_name
+from horae.projections.projector import ProjectorConfig
+from horae.projections.rows import PROJECTED
+from horae.projections.synthetic import HistoryProducer
+
+
+@pytest.fixture
+def prefix(kafka_bootstrap: str, unique: str) -> Iterator[str]:
+    pre = f"t{unique}."
+    names = create_topics(kafka_bootstrap, pre)
+    yield pre
+    delete_topics(kafka_bootstrap, names)
+
+
+@pytest.fixture
+def topics(prefix: str) -> list[str]:
+    return [topic_name(t, prefix) for t in PROJECTED]
+
+
+@pytest.fixture
+def schema(database_url: str, unique: str) -> Iterator[str]:
+    name = f"proj_{unique}"
+    yield name
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for s in (name, f"{name}_shadow", f"{name}_old"):
+            conn.execute(f'DROP SCHEMA IF EXISTS "{s}" CASCADE')
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def producer(kafka_bootstrap: str, prefix: str) -> HistoryProducer:
+    return HistoryProducer(kafka_bootstrap, prefix)
+
+
+@pytest.fixture
+def config(kafka_bootstrap: str, database_url: str, prefix: str, schema: str) -> ProjectorConfig:
+    return ProjectorConfig(
+        bootstrap=kafka_bootstrap,
+        database_url=database_url,
+        schema=schema,
+        topic_prefix=prefix,
+        batch_ms=100,
+        consumer_overrides={"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
+    )

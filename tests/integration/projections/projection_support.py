@@ -1,0 +1,108 @@
+"""Helpers of the projection tests (imported by module name: this folder is on sys.path)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from horae.contracts.topics import spec, topic_name
+from horae.projections.projector import Projector
+from horae.projections.rows import PROJECTED
+
+PARTITIONS = 3
+
+
+def create_topics(bootstrap: str, prefix: str, partitions: int = PARTITIONS) -> list[str]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = [
+        NewTopic(topic_name(t, prefix), partitions, 1, config=dict(spec(t).config))
+        for t in PROJECTED
+    ]
+    for future in admin.create_topics(new, request_timeout=30).values():
+        future.result(timeout=30)
+    return [n.topic for n in new]
+
+
+def delete_topics(bootstrap: str, names: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics(names, request_timeout=30).values():
+        with contextlib.suppress(Exception):  # best effort cleanup
+            future.result(timeout=30)
+
+
+def end_offsets(bootstrap: str, names: list[str]) -> dict[tuple[str, int], int]:
+    """High watermarks (read_committed: last stable offsets) of every partition of ``names``."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "horae-test-ends", "log_level": 3,
+         "isolation.level": "read_committed"}
+    )  # fmt: skip
+    try:
+        meta = consumer.list_topics(timeout=10)
+        out = {}
+        for name in names:
+            for p in meta.topics[name].partitions:
+                _, high = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)
+                out[(name, p)] = high
+        return out
+    finally:
+        consumer.close()
+
+
+@contextmanager
+def running(projector: Projector) -> Iterator[Projector]:
+    """Run ``projector`` in a thread for the duration of the block; re-raise its failure."""
+    stop = threading.Event()
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            projector.run(stop)
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=target, name="projector", daemon=True)
+    thread.start()
+    try:
+        yield projector
+    finally:
+        stop.set()
+        thread.join(30)
+        assert not thread.is_alive(), "projector did not stop"
+    if failure:
+        raise failure[0]
+
+
+def stored_offsets(db: psycopg.Connection[Any], schema: str) -> dict[tuple[str, int], int]:
+    try:
+        rows = db.execute(
+            f'SELECT topic, partition, next_offset FROM "{schema}".projection_offsets'
+        )
+    except psycopg.errors.UndefinedTable:
+        return {}
+    return {(t, p): o for t, p, o in rows.fetchall()}
+
+
+def wait_caught_up(
+    db: psycopg.Connection[Any],
+    schema: str,
+    ends: dict[tuple[str, int], int],
+    timeout_s: float = 60.0,
+    alive: Callable[[], bool] = lambda: True,
+) -> None:
+    """Wait until the offsets stored in ``schema`` reach ``ends`` (non-empty partitions)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stored = stored_offsets(db, schema)
+        if all(stored.get(tp, 0) >= end for tp, end in ends.items() if end > 0):
+            return
+        assert alive(), "projector died"
+        time.sleep(0.2)
+    raise AssertionError(f"not caught up: stored {stored_offsets(db, schema)}, ends {ends}")
