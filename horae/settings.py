@@ -42,6 +42,14 @@ class Settings(BaseSettings):
         "commands produced to Kafka must be signed with one of their tenant's keys.",
     )
 
+    # --- projections (read models) -------------------------------------------------------
+    projection_schema: str = Field(
+        default="horae", description="PostgreSQL schema of the live read models."
+    )
+    projector_metrics_port: int | None = Field(
+        default=None, description="Port of the projector's /metrics (unset: not served)."
+    )
+
     # --- local stack ----------------------------------------------------------------------
     state_dir: Path = Field(
         default=PROJECT_ROOT / ".horae",
