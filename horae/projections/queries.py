@@ -1,0 +1,177 @@
+"""History queries the API uses (read-only). Every query is scoped to one tenant: a tenant can
+never read another tenant's rows through them (invariant 4).
+
+- :meth:`HistoryQueries.fires` — fires of a trigger whose scheduled instant is in a window,
+  optionally filtered by state (matches the ``status`` — decision refined by dispatch/outcome,
+  e.g. ``succeeded`` — or the decision ``state``, e.g. ``skipped``), oldest first, with an opaque
+  cursor for the next page;
+- :meth:`HistoryQueries.fire` — one fire with its attempts and outcome;
+- :meth:`HistoryQueries.lateness_by_trigger` / :meth:`HistoryQueries.lateness` — p50/p95/p99 of
+  lateness (first attempt start minus due time, ms) per trigger / per tenant over a window;
+- :meth:`HistoryQueries.triggers` — triggers of a tenant (latest version), cursor-paginated.
+
+Each call runs in its own short transaction with ``search_path`` set to the schema; connections
+come from a ``psycopg_pool.ConnectionPool`` or a single ``psycopg.Connection``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql as pgsql
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from horae.projections.sqlfiles import sql
+
+MAX_LIMIT = 1000
+
+
+class BadCursor(ValueError):
+    """A cursor that this API did not hand out."""
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class FireDetail:
+    fire: dict[str, Any]
+    attempts: list[dict[str, Any]]
+    outcome: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Lateness:
+    fires: int
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    trigger_id: str | None = None
+
+
+def _encode_cursor(parts: list[str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(parts).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, n: int) -> list[str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        parts = json.loads(raw)
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise BadCursor("malformed cursor") from exc
+    if not isinstance(parts, list) or len(parts) != n or not all(isinstance(p, str) for p in parts):
+        raise BadCursor("malformed cursor")
+    return parts
+
+
+class HistoryQueries:
+    def __init__(
+        self, source: ConnectionPool[Any] | psycopg.Connection[Any], schema: str = "horae"
+    ) -> None:
+        self.source = source
+        self.schema = schema
+
+    @contextmanager
+    def _cursor(self) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
+        if isinstance(self.source, psycopg.Connection):
+            yield from self._in_tx(self.source)
+        else:
+            with self.source.connection() as conn:
+                yield from self._in_tx(conn)
+
+    def _in_tx(self, conn: psycopg.Connection[Any]) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
+        with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(
+                pgsql.SQL("SET LOCAL search_path TO {}").format(pgsql.Identifier(self.schema))
+            )
+            yield cur
+
+    def fires(
+        self,
+        tenant: str,
+        trigger_id: str,
+        since: datetime,
+        until: datetime,
+        states: Sequence[str] | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        limit = max(1, min(limit, MAX_LIMIT))
+        after_at: datetime | None = None
+        after_key: str | None = None
+        if cursor:
+            at, after_key = _decode_cursor(cursor, 2)
+            try:
+                after_at = datetime.fromisoformat(at)
+            except ValueError as exc:
+                raise BadCursor("malformed cursor") from exc
+        params = {
+            "tenant": tenant, "trigger_id": trigger_id, "since": since, "until": until,
+            "states": list(states) if states else None, "after_at": after_at,
+            "after_key": after_key, "limit": limit + 1,
+        }  # fmt: skip
+        with self._cursor() as cur:
+            rows = cur.execute(sql("queries/fires_page"), params).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = None
+        if more:
+            last = rows[-1]
+            next_cursor = _encode_cursor([last["scheduled_at"].isoformat(), last["fire_key"]])
+        return Page(rows, next_cursor)
+
+    def fire(self, tenant: str, fire_key: str) -> FireDetail | None:
+        params = {"tenant": tenant, "fire_key": fire_key}
+        with self._cursor() as cur:
+            fire = cur.execute(sql("queries/fire"), params).fetchone()
+            if fire is None:
+                return None
+            attempts = cur.execute(sql("queries/fire_attempts"), params).fetchall()
+            outcome = cur.execute(sql("queries/fire_outcome"), params).fetchone()
+        return FireDetail(fire, attempts, outcome)
+
+    def lateness_by_trigger(
+        self, tenant: str, since: datetime, until: datetime, trigger_id: str | None = None
+    ) -> list[Lateness]:
+        params = {"tenant": tenant, "since": since, "until": until, "trigger_id": trigger_id}
+        with self._cursor() as cur:
+            rows = cur.execute(sql("queries/lateness_by_trigger"), params).fetchall()
+        return [
+            Lateness(r["fires"], r["p50"], r["p95"], r["p99"], trigger_id=r["trigger_id"])
+            for r in rows
+        ]
+
+    def lateness(self, tenant: str, since: datetime, until: datetime) -> Lateness:
+        params = {"tenant": tenant, "since": since, "until": until}
+        with self._cursor() as cur:
+            r = cur.execute(sql("queries/lateness_tenant"), params).fetchone()
+        assert r is not None
+        return Lateness(r["fires"], r["p50"], r["p95"], r["p99"])
+
+    def triggers(
+        self,
+        tenant: str,
+        limit: int = 100,
+        cursor: str | None = None,
+        include_deleted: bool = False,
+    ) -> Page:
+        limit = max(1, min(limit, MAX_LIMIT))
+        after = _decode_cursor(cursor, 1)[0] if cursor else None
+        params = {"tenant": tenant, "after": after, "limit": limit + 1,
+                  "include_deleted": include_deleted}  # fmt: skip
+        with self._cursor() as cur:
+            rows = cur.execute(sql("queries/triggers_page"), params).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Page(rows, _encode_cursor([rows[-1]["trigger_id"]]) if more else None)
