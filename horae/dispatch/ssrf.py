@@ -25,6 +25,7 @@ a failed lookup raises :class:`ResolutionError` (transient: worth a retry).
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import re
 import socket
@@ -104,8 +105,9 @@ _NAT64_WKP = ipaddress.ip_network("64:ff9b::/96")
 _SIXTOFOUR = ipaddress.ip_network("2002::/16")
 
 
+@functools.lru_cache(maxsize=4096)
 def non_public_reason(addr: IPAddress) -> str | None:
-    """Why ``addr`` is not a public unicast address, or ``None`` if it is. Pure."""
+    """Why ``addr`` is not a public unicast address, or ``None`` if it is. Pure (cached)."""
     if isinstance(addr, ipaddress.IPv6Address):
         if addr.scope_id:
             return "zone_id"
@@ -249,7 +251,17 @@ def _as_ip(host: str) -> IPAddress | None:
 
 def parse_target(url: str | URL) -> tuple[URL, str, int, IPAddress | None]:
     """Strictly parse ``url``: ``(url to send, normalised host, port, IP if a literal)``.
-    Raises :class:`AddressRefused` for every malformed or hostile form. Pure (no I/O)."""
+    Raises :class:`AddressRefused` for every malformed or hostile form. Pure (no I/O); results
+    for URL strings are cached (a trigger calls the same URL again and again)."""
+    return _parse_cached(url) if isinstance(url, str) else _parse(url)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(url: str) -> tuple[URL, str, int, IPAddress | None]:
+    return _parse(url)
+
+
+def _parse(url: str | URL) -> tuple[URL, str, int, IPAddress | None]:
     if isinstance(url, str):
         if _FORBIDDEN_CHARS.search(url):
             raise AddressRefused("invalid_url", "whitespace, control character or backslash")
