@@ -1,0 +1,128 @@
+"""History queries on projected rows: windows, state filters, cursor pagination, one fire with its
+attempts and outcome, lateness percentiles, triggers of a tenant, tenant isolation."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+from horae.contracts import events as ev
+from horae.contracts.codec import default_codec, encode
+from horae.contracts.topics import Topic, topic_name
+from horae.projections.queries import BadCursor, HistoryQueries
+from horae.projections.rows import PROJECTED, Batch, RecordMapper
+from horae.projections.store import ProjectionStore
+from horae.projections.synthetic import START, Out, attempt, definition, fire, outcome
+
+PREFIX = "q."
+
+
+def project(database_url: str, schema: str, outs: list[Out]) -> None:
+    mapper = RecordMapper(default_codec(), {topic_name(t, PREFIX): t for t in PROJECTED})
+    batch, offsets = Batch(), dict[str, int]()
+    for o in outs:
+        name = topic_name(o.topic, PREFIX)
+        offsets[name] = offsets.get(name, -1) + 1
+        mapper.add(batch, name, 0, offsets[name], o.key.encode(), o.value, 0)
+    store = ProjectionStore(database_url, schema)
+    try:
+        store.apply(batch, {s: topic_name(t, PREFIX) for t, (_, s) in PROJECTED.items()})
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def history_rows(database_url: str, schema: str) -> None:
+    outs: list[Out] = []
+    for tenant in ("acme", "globex"):
+        for trig in ("nightly", "hourly", "gone"):
+            tk = ev.trigger_key(tenant, trig)
+            outs.append(Out(Topic.DEFINITIONS, tk, encode(definition(tenant, trig)), tk))
+        tk = ev.trigger_key(tenant, "gone")
+        deleted = definition(tenant, "gone", version=2)
+        deleted = type(deleted)(**{**deleted.__dict__, "state": ev.DefinitionState.DELETED})
+        outs.append(Out(Topic.DEFINITIONS, tk, encode(deleted), tk))
+    for i in range(50):  # acme/nightly: 50 instants a minute apart; every 10th skipped
+        state = ev.FireState.SKIPPED if i % 10 == 0 else ev.FireState.FIRED
+        f = fire("acme", "nightly", START + timedelta(minutes=i), state, cause=None)
+        tk = ev.trigger_key("acme", "nightly")
+        outs.append(Out(Topic.FIRES, f.fire_key, encode(f), tk))
+        if state is ev.FireState.FIRED:
+            a = attempt(f, 1, timedelta(milliseconds=10 * (i + 1)))
+            outs.append(Out(Topic.ATTEMPTS, f.fire_key, encode(a), tk))
+            outs.append(Out(Topic.OUTCOMES, f.fire_key, encode(outcome(f, [a])), tk))
+    g = fire("globex", "nightly", START)
+    outs.append(Out(Topic.FIRES, g.fire_key, encode(g), ev.trigger_key("globex", "nightly")))
+    project(database_url, schema, outs)
+
+
+@pytest.fixture
+def queries(database_url: str, schema: str) -> Any:
+    with ConnectionPool(database_url, min_size=1, max_size=2, open=True) as pool:
+        yield HistoryQueries(pool, schema)
+
+
+@pytest.mark.usefixtures("history_rows")
+def test_fires_window_filters_and_pages(queries: HistoryQueries) -> None:
+    since, until = START + timedelta(minutes=5), START + timedelta(minutes=35)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = queries.fires("acme", "nightly", since, until, limit=7, cursor=cursor)
+        seen.extend(r["fire_key"] for r in page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert len(seen) == 30 == len(set(seen))
+    skipped = queries.fires("acme", "nightly", since, until, states=["skipped"])
+    assert [r["scheduled_at"] for r in skipped.items] == [
+        START + timedelta(minutes=m) for m in (10, 20, 30)
+    ]
+    succeeded = queries.fires("acme", "nightly", since, until, states=["succeeded"])
+    assert len(succeeded.items) == 27 and succeeded.next_cursor is None
+    assert queries.fires("globex", "nightly", since, until).items == []  # other tenant's window
+    with pytest.raises(BadCursor):
+        queries.fires("acme", "nightly", since, until, cursor="nonsense!")
+
+
+@pytest.mark.usefixtures("history_rows")
+def test_one_fire_with_attempts_and_outcome(queries: HistoryQueries) -> None:
+    f = fire("acme", "nightly", START + timedelta(minutes=1))
+    detail = queries.fire("acme", f.fire_key)
+    assert detail is not None
+    assert detail.fire["status"] == "succeeded" and detail.fire["lateness_ms"] == 20.0
+    assert [a["n"] for a in detail.attempts] == [1]
+    assert detail.outcome is not None and detail.outcome["state"] == "succeeded"
+    assert queries.fire("globex", f.fire_key) is None  # not globex's fire
+
+
+@pytest.mark.usefixtures("history_rows")
+def test_lateness_percentiles(queries: HistoryQueries) -> None:
+    since, until = START, START + timedelta(hours=1)
+    per_trigger = queries.lateness_by_trigger("acme", since, until)
+    assert [(x.trigger_id, x.fires) for x in per_trigger] == [("nightly", 45)]
+    lateness = [10.0 * (i + 1) for i in range(50) if i % 10]
+    x = per_trigger[0]
+    assert x.p50_ms == pytest.approx(sorted(lateness)[22])
+    assert x.p50_ms is not None and x.p95_ms is not None and x.p99_ms is not None
+    assert x.p50_ms <= x.p95_ms <= x.p99_ms <= max(lateness)
+    tenant = queries.lateness("acme", since, until)
+    assert (tenant.fires, tenant.p99_ms) == (45, x.p99_ms)
+    assert queries.lateness("globex", since, until).fires == 0
+
+
+@pytest.mark.usefixtures("history_rows")
+def test_triggers_of_a_tenant(queries: HistoryQueries, db: psycopg.Connection[Any]) -> None:
+    first = queries.triggers("acme", limit=1)
+    assert [t["trigger_id"] for t in first.items] == ["hourly"]
+    rest = queries.triggers("acme", limit=5, cursor=first.next_cursor)
+    assert [t["trigger_id"] for t in rest.items] == ["nightly"]
+    every = queries.triggers("acme", include_deleted=True)
+    assert {t["trigger_id"]: t["version"] for t in every.items} == {
+        "gone": 2, "hourly": 1, "nightly": 1,
+    }  # fmt: skip
+    assert {t["tenant"] for t in queries.triggers("globex").items} == {"globex"}
