@@ -8,6 +8,7 @@ reported as drift for a human to handle. A second ``apply`` changes nothing.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
@@ -131,6 +132,7 @@ def apply(admin: AdminClient, plan: Plan) -> list[str]:
             except KafkaException as exc:
                 if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
                     raise
+    _wait_visible(admin, missing)
     to_set: dict[str, list[ConfigEntry]] = {}
     for d in drifts:
         if d.what.startswith("config ") and d.topic not in missing:
@@ -147,3 +149,14 @@ def apply(admin: AdminClient, plan: Plan) -> list[str]:
             keys = ", ".join(f"{e.name}={e.value}" for e in to_set[resource.name])
             changes.append(f"updated {resource.name}: {keys}")
     return changes
+
+
+def _wait_visible(admin: AdminClient, names: list[str]) -> None:
+    """Wait until created topics show up in metadata, so a following ``apply`` or ``describe``
+    sees them (creation propagates asynchronously)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while names and time.monotonic() < deadline:
+        meta = admin.list_topics(timeout=TIMEOUT_S).topics
+        if all(n in meta and not meta[n].error and meta[n].partitions for n in names):
+            return
+        time.sleep(0.2)
