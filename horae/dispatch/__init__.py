@@ -2,7 +2,8 @@
 retry classification. The Kafka lane loop builds on these; nothing here knows about Kafka.
 
 Per attempt: ``headers = attempt_headers(...)`` → ``result = await sender.send(url, body,
-headers)`` → ``decision = classify(result)`` → the domain's backoff decides when, if at all.
+headers)`` → ``plan = plan_retry(result, policy=..., fire_key=..., attempt=n, failed_at_ms=...)``
+(classification here, backoff from ``horae.domain.retry``).
 """
 
 from horae.dispatch.http_sender import (
@@ -13,7 +14,7 @@ from horae.dispatch.http_sender import (
     TransportResult,
     parse_retry_after,
 )
-from horae.dispatch.retry_decision import RetryDecision, classify
+from horae.dispatch.retry_decision import AttemptVerdict, RetryPlan, classify, plan_retry
 from horae.dispatch.signing import (
     CallbackClaims,
     ReplayGuard,
@@ -29,13 +30,14 @@ __all__ = [
     "AddressPolicy",
     "AddressRefused",
     "AttemptResult",
+    "AttemptVerdict",
     "CallbackClaims",
     "CheckedTarget",
     "HttpSender",
     "Outcome",
     "ReplayGuard",
     "ResolutionError",
-    "RetryDecision",
+    "RetryPlan",
     "SenderConfig",
     "SigningKeys",
     "TokenError",
@@ -44,5 +46,6 @@ __all__ = [
     "classify",
     "issue_token",
     "parse_retry_after",
+    "plan_retry",
     "verify_token",
 ]

@@ -17,15 +17,17 @@ Rules (:func:`classify`):
   effect; delivery is at-least-once by design (DESIGN.md, dispatcher row).
 
 The backoff itself (exponential, jitter, Retry-After as a floor, attempt budget, truncation at the
-next instant) belongs to the pure time core in ``horae.domain``; this module hands it
-``retry_after_s`` from the result and never computes a delay.
+next instant) belongs to the pure time core, :func:`horae.domain.retry.next_retry`;
+:func:`plan_retry` feeds it the verdict and the ``Retry-After`` hint and never computes a delay.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from horae.dispatch.http_sender import AttemptResult, Outcome, TransportResult
+from horae.domain.retry import RetryDecision, RetryPolicy, next_retry
 
 RETRYABLE_STATUSES = frozenset({408, 425, 429})
 
@@ -43,7 +45,7 @@ _RETRYABLE_TRANSPORT = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class RetryDecision:
+class AttemptVerdict:
     """``retry``: schedule another attempt (budget permitting). ``reason``: a stable code for the
     history (``delivered``, ``http_5xx``, ``http_4xx_final`` ...). ``retry_after_s``: the target's
     own hint, a floor for the delay. ``outcome``: what the target saw of this attempt."""
@@ -54,22 +56,52 @@ class RetryDecision:
     retry_after_s: float | None = None
 
 
-def classify(result: AttemptResult) -> RetryDecision:
+def classify(result: AttemptResult) -> AttemptVerdict:
     """The retry decision for one attempt result; see the module docstring for the rules."""
     tr = result.transport_result
     outcome = result.outcome
     hint = result.retry_after_s
     if tr is TransportResult.OK:
-        return RetryDecision(False, "delivered", outcome)
+        return AttemptVerdict(False, "delivered", outcome)
     if tr is TransportResult.HTTP_ERROR and result.status is not None:
         status = result.status
         if 500 <= status <= 599:
-            return RetryDecision(True, "http_5xx", outcome, hint)
+            return AttemptVerdict(True, "http_5xx", outcome, hint)
         if status in RETRYABLE_STATUSES:
-            return RetryDecision(True, f"http_{status}", outcome, hint)
+            return AttemptVerdict(True, f"http_{status}", outcome, hint)
         if 400 <= status <= 499:
-            return RetryDecision(False, "http_4xx_final", outcome)
-        return RetryDecision(False, "http_status_invalid", outcome)
+            return AttemptVerdict(False, "http_4xx_final", outcome)
+        return AttemptVerdict(False, "http_status_invalid", outcome)
     if tr in _RETRYABLE_TRANSPORT:
-        return RetryDecision(True, tr.value, outcome, hint)
-    return RetryDecision(False, tr.value, outcome)
+        return AttemptVerdict(True, tr.value, outcome, hint)
+    return AttemptVerdict(False, tr.value, outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPlan:
+    """The verdict on an attempt and, from the domain's backoff, when (if ever) to try again.
+    ``next.at_ms is None`` means no further attempt; ``next.cause`` says why (``final: <reason>``
+    for a verdict that forbids a retry, else the domain's ``exhausted: ...`` causes)."""
+
+    verdict: AttemptVerdict
+    next: RetryDecision
+
+
+def plan_retry(
+    result: AttemptResult,
+    *,
+    policy: RetryPolicy,
+    fire_key: str,
+    attempt: int,
+    failed_at_ms: int,
+    next_instant_ms: int | None = None,
+) -> RetryPlan:
+    """Classify ``result`` (attempt ``attempt``, 1-based, ended at ``failed_at_ms``) and, if it may
+    be retried, ask :func:`horae.domain.retry.next_retry` for the time, with the target's
+    ``Retry-After`` (rounded up to the millisecond) as a floor. Pure."""
+    verdict = classify(result)
+    if not verdict.retry:
+        return RetryPlan(verdict, RetryDecision(None, 0, f"final: {verdict.reason}"))
+    hint_ms = None if verdict.retry_after_s is None else math.ceil(verdict.retry_after_s * 1000)
+    decision = next_retry(policy, fire_key, attempt, failed_at_ms, hint_ms, next_instant_ms)
+    return RetryPlan(verdict, decision)

@@ -7,7 +7,8 @@ from email.utils import formatdate
 import pytest
 
 from horae.dispatch.http_sender import AttemptResult, Outcome, TransportResult, parse_retry_after
-from horae.dispatch.retry_decision import classify
+from horae.dispatch.retry_decision import classify, plan_retry
+from horae.domain.retry import RetryDecision, RetryPolicy, next_retry
 
 T = TransportResult
 
@@ -79,3 +80,32 @@ NOW = 1_700_000_000.0
 )
 def test_parse_retry_after(value: str | None, expected: float | None) -> None:
     assert parse_retry_after(value, NOW) == expected
+
+
+POLICY = RetryPolicy(max_attempts=3, initial_ms=1_000, jitter_ratio=0.0)
+
+
+def test_plan_final_verdicts_never_reach_the_backoff() -> None:
+    plan = plan_retry(
+        AttemptResult(T.HTTP_ERROR, 404), policy=POLICY, fire_key="k", attempt=1, failed_at_ms=0
+    )
+    assert not plan.verdict.retry
+    assert (plan.next.at_ms, plan.next.cause) == (None, "final: http_4xx_final")
+
+
+def test_plan_uses_the_domain_backoff_with_retry_after_as_a_floor() -> None:
+    def plan(result: AttemptResult, attempt: int = 1, next_ms: int | None = None) -> RetryDecision:
+        return plan_retry(
+            result,
+            policy=POLICY,
+            fire_key="k",
+            attempt=attempt,
+            failed_at_ms=10_000,
+            next_instant_ms=next_ms,
+        ).next
+
+    assert plan(AttemptResult(T.TIMEOUT_READ)) == next_retry(POLICY, "k", 1, 10_000)
+    assert plan(AttemptResult(T.HTTP_ERROR, 429, retry_after_s=2.0001)).at_ms == 10_000 + 2_001
+    assert plan(AttemptResult(T.HTTP_ERROR, 503, retry_after_s=0.0)).at_ms == 11_000
+    assert plan(AttemptResult(T.CONNECTION_ERROR), attempt=3).cause == "exhausted: attempt budget"
+    assert plan(AttemptResult(T.DNS_ERROR), next_ms=10_500).cause == "exhausted: next instant"
