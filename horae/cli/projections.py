@@ -46,6 +46,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=int(env_default("HORAE_PROJECTOR_BATCH_MS", "200")),
         help="milliseconds to fill a batch at most (env HORAE_PROJECTOR_BATCH_MS)",
     )
+    p.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=int(env_default("HORAE_PROJECTOR_SESSION_TIMEOUT_MS", "10000")),
+        help="consumer group session timeout (env HORAE_PROJECTOR_SESSION_TIMEOUT_MS)",
+    )
+    p.add_argument(
+        "--instance-id",
+        default=env_default("HORAE_PROJECTOR_INSTANCE_ID", ""),
+        help="static group membership id (a restart keeps its partitions without a rebalance); "
+        "unique per running projector (env HORAE_PROJECTOR_INSTANCE_ID, default: dynamic)",
+    )
     port = get_settings().projector_metrics_port
     p.add_argument(
         "--metrics-port",
@@ -101,6 +113,9 @@ def run_projector(args: argparse.Namespace) -> int:
 
     _logging("projector")
     config = _config(args.schema, batch_records=args.batch_records, batch_ms=args.batch_ms)
+    config.consumer_overrides["session.timeout.ms"] = args.session_timeout_ms
+    if args.instance_id:
+        config.consumer_overrides["group.instance.id"] = args.instance_id
     metrics = ProjectionMetrics()
     if args.metrics_port:
         serve_metrics(args.metrics_port, metrics.registry)

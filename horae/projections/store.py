@@ -85,7 +85,10 @@ class ProjectionStore:
         """(Re)connect, migrate the schema if needed, create the staging tables."""
         self.close()
         conn = psycopg.connect(
-            self.database_url, autocommit=False, connect_timeout=self.connect_timeout_s
+            self.database_url,
+            autocommit=False,
+            connect_timeout=self.connect_timeout_s,
+            application_name=f"horae-projector:{self.schema}",
         )
         try:
             conn.autocommit = True
