@@ -31,6 +31,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from horae.failpoints import failpoint
+
 log = logging.getLogger(__name__)
 
 COMMIT_TIMEOUT_S = 30.0
@@ -95,7 +97,10 @@ class TransactionalProcessor:
                 self.producer.send_offsets_to_transaction(
                     list(offsets), self.consumer.consumer_group_metadata(), COMMIT_TIMEOUT_S
                 )
+            self.producer.flush(COMMIT_TIMEOUT_S)
+            failpoint("before_commit")
             self._commit_with_retries()
+            failpoint("after_commit")
         except KafkaException as exc:
             self._recover(exc)
             raise TransactionFailed(str(exc)) from exc

@@ -71,6 +71,8 @@ class Planner:
             {
                 "bootstrap.servers": config.bootstrap,
                 "group.id": group,
+                # static membership: a restarted slot takes its partitions back at once
+                "group.instance.id": f"{group}-{config.slot}",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 "auto.offset.reset": "earliest",

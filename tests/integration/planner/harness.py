@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -53,8 +54,9 @@ def definition(
     return signing.sign(d, KEY_ID, SECRET)
 
 
-def command(trigger_id: str, kind: ev.CommandKind, role: ev.Role = ev.Role.AUTHOR,
-            **fields: object) -> ev.Command:
+def command(
+    trigger_id: str, kind: ev.CommandKind, role: ev.Role = ev.Role.AUTHOR, **fields: object
+) -> ev.Command:
     c = ev.Command(
         command_id=f"cmd-{time.monotonic_ns()}",
         tenant=TENANT,
@@ -94,12 +96,20 @@ class PlannerEnv:
         self.produce(Topic.COMMANDS, ev.trigger_key(c.tenant, c.trigger_id), encode(c))
 
     def config(self, slot: str, **overrides: object) -> PlannerConfig:
-        base = PlannerConfig(self.bootstrap, self.prefix, slot, tick_s=0.2,
-                             session_timeout_ms=6000, tenant_keys=TENANT_KEYS)
+        base = PlannerConfig(
+            self.bootstrap,
+            self.prefix,
+            slot,
+            tick_s=0.2,
+            session_timeout_ms=6000,
+            tenant_keys=TENANT_KEYS,
+        )
         return replace(base, **overrides)  # type: ignore[arg-type]
 
-    def start_thread(self, slot: str = "a", **overrides: object) -> Planner:
-        planner = Planner(self.config(slot, **overrides))
+    def start_thread(
+        self, slot: str = "a", clock: Callable[[], float] = time.time, **overrides: object
+    ) -> Planner:
+        planner = Planner(self.config(slot, **overrides), clock=clock)
         stop = threading.Event()
         thread = threading.Thread(target=planner.run, args=(stop,), daemon=True)
         thread.start()
@@ -114,12 +124,18 @@ class PlannerEnv:
         self.threads.clear()
 
     def spawn(self, slot: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        env = dict(os.environ, HORAE_KAFKA_BOOTSTRAP=self.bootstrap,
-                   HORAE_TOPIC_PREFIX=self.prefix, HORAE_TOPIC_PARTITIONS=str(PARTITIONS),
-                   HORAE_TENANT_KEYS=json.dumps({TENANT: {KEY_ID: SECRET.decode()}}),
-                   HORAE_PLANNER_SLOT=slot, HORAE_PLANNER_TICK_S="0.2",
-                   HORAE_PLANNER_SESSION_TIMEOUT_MS="6000", HORAE_LOG_LEVEL="WARNING",
-                   **(extra_env or {}))
+        env = dict(
+            os.environ,
+            HORAE_KAFKA_BOOTSTRAP=self.bootstrap,
+            HORAE_TOPIC_PREFIX=self.prefix,
+            HORAE_TOPIC_PARTITIONS=str(PARTITIONS),
+            HORAE_TENANT_KEYS=json.dumps({TENANT: {KEY_ID: SECRET.decode()}}),
+            HORAE_PLANNER_SLOT=slot,
+            HORAE_PLANNER_TICK_S="0.2",
+            HORAE_PLANNER_SESSION_TIMEOUT_MS="6000",
+            HORAE_LOG_LEVEL="WARNING",
+            **(extra_env or {}),
+        )
         return subprocess.Popen([sys.executable, "-m", "horae.cli.main", "planner"], env=env)
 
     def close(self) -> None:
@@ -128,12 +144,19 @@ class PlannerEnv:
             self.producer.flush(10)
 
 
-def read_all(bootstrap: str, topic: str, partitions: int = PARTITIONS,
-             idle_s: float = 2.0) -> list[tuple[bytes | None, bytes | None]]:
+def read_all(
+    bootstrap: str, topic: str, partitions: int = PARTITIONS, idle_s: float = 2.0
+) -> list[tuple[bytes | None, bytes | None]]:
     """Every committed record of ``topic`` (read_committed), partition by partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "test-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[tuple[bytes | None, bytes | None]] = []
     eof: set[int] = set()
@@ -159,8 +182,11 @@ def read_all(bootstrap: str, topic: str, partitions: int = PARTITIONS,
 
 
 def ledger(env: PlannerEnv) -> list[ev.FireRecord]:
-    return [decode(v, ev.FireRecord) for _, v in read_all(env.bootstrap, env.topic(Topic.FIRES))
-            if v is not None]
+    return [
+        decode(v, ev.FireRecord)
+        for _, v in read_all(env.bootstrap, env.topic(Topic.FIRES))
+        if v is not None
+    ]
 
 
 def duplicates(fires: list[ev.FireRecord]) -> dict[str, int]:

@@ -33,8 +33,11 @@ def test_quarantined_definition_does_not_stop_its_partition(planner_env: Planner
     planner_env.start_thread("a")
     time.sleep(4)
     planner_env.stop_threads()
-    quarantined = [decode(v, ev.Quarantined) for _, v in
-                   read_all(planner_env.bootstrap, planner_env.topic(Topic.QUARANTINE)) if v]
+    quarantined = [
+        decode(v, ev.Quarantined)
+        for _, v in read_all(planner_env.bootstrap, planner_env.topic(Topic.QUARANTINE))
+        if v
+    ]
     causes = {q.cause for q in quarantined}
     assert "schema-id" in causes or "framing" in causes or "avro" in causes
     assert any(q.tenant == "other" for q in quarantined)
