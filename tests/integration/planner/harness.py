@@ -117,7 +117,7 @@ class PlannerEnv:
         return planner
 
     def stop_threads(self) -> None:
-        for _, stop, thread in self.threads:
+        for _, stop, _thread in self.threads:
             stop.set()
         for _, _, thread in self.threads:
             thread.join(60)
