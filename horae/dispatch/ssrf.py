@@ -227,16 +227,12 @@ class AddressPolicy:
             raw = await self._resolver(host, port)
         except OSError as exc:
             raise ResolutionError(f"{host}: {exc}") from exc
-        seen: dict[IPAddress, None] = {}
+        seen: dict[IPAddress, None] = {}  # ordered, deduplicated
         for text in raw:
-            try:
+            try:  # a scoped "fe80::1%eth0" parses, keeps its scope and is refused as zone_id
                 seen[ipaddress.ip_address(text)] = None
             except ValueError:
-                # e.g. a scoped "fe80::1%eth0" from getaddrinfo: judged, and refused, as such
-                addr = ipaddress.IPv6Address(text) if "%" in text else None
-                if addr is None:
-                    raise AddressRefused("bad_resolver_answer", f"{host}: {text!r}") from None
-                seen[addr] = None
+                raise AddressRefused("bad_resolver_answer", f"{host}: {text!r}") from None
         if not seen:
             raise ResolutionError(f"{host}: no address")
         return tuple(seen)
