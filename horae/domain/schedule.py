@@ -199,7 +199,7 @@ class CronSchedule:
         settled = max(tr.at + max(tr.before, tr.after) for tr in transitions)
         wall0 = day * 86400
         tods = self.tods
-        produced = 0
+        produced: set[int] = set()
         for index in range(bisect_right(tods, after + low - wall0), len(tods)):
             wall = wall0 + tods[index]
             kind, values = resolve_wall(wall, base, transitions)
@@ -212,10 +212,10 @@ class CronSchedule:
             else:
                 chosen = ()
             for value in chosen:
-                if value > after:
+                if value > after and value not in produced:
                     out.append(value)
-                    produced += 1
-            if produced >= count and wall > settled:
+                    produced.add(value)
+            if len(produced) >= count and wall > settled:
                 break
 
 
