@@ -132,7 +132,7 @@ def _value(token: str, index: int) -> int:
     upper = token.upper()
     if names and upper in names:
         return names.index(upper) + first
-    if token[:-1].isdigit() and upper[-1:] in ("L", "W"):
+    if upper in ("L", "W", "LW") or (token[:-1].isdigit() and upper[-1:] in ("L", "W")):
         raise ValidationError(name, token, f"'{upper[-1]}' is not supported (Vixie cron syntax)")
     if not token.isdigit() or not token.isascii():
         hint = f" or a name {names[0]}..{names[-1]}" if names else ""
@@ -199,7 +199,7 @@ def parse_cron(text: str) -> CronExpr:
         parts.insert(0, "0")
     elif len(parts) != 6:
         raise ValidationError(
-            "expr", text, f"expected 5 fields (or 6 with seconds first), got {len(parts)}"
+            "expr", text, f"expected 5 fields (or 6 with seconds first), found {len(parts)}"
         )
     sets = [_parse_field(part, i) for i, part in enumerate(parts)]
     return CronExpr(
