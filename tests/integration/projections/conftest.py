@@ -3,6 +3,8 @@ schema (dropped afterwards), a producer of synthetic history and a projector con
 
 from __future__ import annotations
 
+import shutil
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,9 +13,11 @@ import pytest
 from projection_support import create_topics, delete_topics
 
 from horae.contracts.topics import topic_name
+from horae.devstack.postgres import PostgresCluster
 from horae.projections.projector import ProjectorConfig
 from horae.projections.rows import PROJECTED
 from horae.projections.synthetic import HistoryProducer
+from horae.settings import PROJECT_ROOT
 
 
 @pytest.fixture
@@ -59,3 +63,20 @@ def config(kafka_bootstrap: str, database_url: str, prefix: str, schema: str) ->
         batch_ms=100,
         consumer_overrides={"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
     )
+
+
+@pytest.fixture
+def private_postgres(unique: str) -> Iterator[PostgresCluster]:
+    """A throwaway PostgreSQL cluster of this test alone, to stop and start at will: restarting
+    the session's database (external or not) would break whatever else uses it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home = PROJECT_ROOT / ".horae" / f"pg-restart-{unique}"
+    cluster = PostgresCluster(home, port)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(home, ignore_errors=True)
