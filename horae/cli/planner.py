@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         max_skew_s=args.max_skew,
         session_timeout_ms=args.session_timeout_ms,
         tenant_keys=tenant_keys_from(settings.tenant_keys),
+        min_interval_s=settings.min_interval_s,
     )
     planner = Planner(config)
     if args.metrics_port:

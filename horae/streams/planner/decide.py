@@ -21,12 +21,11 @@ from confluent_kafka import Message
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
-from horae.contracts.domain_map import recurrence_to_domain
+from horae.contracts.domain_map import trigger_spec
 from horae.contracts.ingress import Source, TenantKeys, ingest_definition
-from horae.domain.dst import DstPolicy, GapPolicy, RepeatPolicy
-from horae.domain.jitter import jitter_offset
-from horae.domain.misfire import MisfireKind, MisfirePolicy, evaluate_misfire
-from horae.domain.schedule import Schedule, compile_schedule
+from horae.domain.misfire import evaluate_misfire
+from horae.domain.schedule import Schedule
+from horae.domain.trigger import Limits, TriggerSpec, validate_trigger
 from horae.streams.planner.commands import CommandHandler
 from horae.streams.planner.index import DueIndex, TriggerEntry
 from horae.streams.planner.records import Output, at, fire_outputs, schedule_event
@@ -35,32 +34,28 @@ MAX_RECORDS_PER_EVALUATION = 1000
 Ev = ev.ScheduleEventType
 
 
-def compile_definition(d: ev.TriggerDefinition) -> Schedule:
-    """The domain schedule of a definition (raises ValidationError)."""
-    r = d.recurrence
-    dst = DstPolicy(GapPolicy(r.dst_gap.value), RepeatPolicy(r.dst_repeat.value))
-    return compile_schedule(recurrence_to_domain(r), r.zone, dst)
-
-
-def misfire_policy(d: ev.TriggerDefinition) -> MisfirePolicy:
-    p = d.policies
-    return MisfirePolicy(MisfireKind(p.misfire.value), max(1, p.max_catchup))
+def compile_definition(d: ev.TriggerDefinition) -> tuple[TriggerSpec, Schedule]:
+    """The domain spec of a definition and its (shared) compiled schedule; raises
+    ValidationError. The API's dry-run goes through the same :func:`trigger_spec`."""
+    spec = trigger_spec(d)
+    return spec, spec.schedule()
 
 
 class Decider:
-    def __init__(self, tenant_keys: TenantKeys | None = None) -> None:
+    def __init__(self, tenant_keys: TenantKeys | None = None, limits: Limits | None = None) -> None:
         self.tenant_keys: TenantKeys = tenant_keys or {}
+        self.limits = limits or Limits()
         self.commands = CommandHandler(self.tenant_keys)
 
     # --- input records ------------------------------------------------------------------
     def accept_definition(
-        self, msg: Message, now: float = 0.0
+        self, msg: Message, now: float = 0.0, check_limits: bool = True
     ) -> ev.TriggerDefinition | ev.Quarantined:
         source = Source(msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
         result = ingest_definition(msg.value(), msg.key(), source, self.tenant_keys, now=at(now))
-        if isinstance(result, ev.TriggerDefinition):
-            try:
-                compile_definition(result)
+        if isinstance(result, ev.TriggerDefinition) and check_limits:
+            try:  # platform limits and "fires within 5 years" need configuration and now
+                validate_trigger(compile_definition(result)[0], int(now), self.limits)
             except ValueError as exc:
                 return _quarantine(msg, "invalid", str(exc), now, result)
         return result
@@ -116,7 +111,7 @@ class Decider:
     ) -> list[Output]:
         if entry is None:
             last = int(now)
-            entry = TriggerEntry(d, compile_definition(d), None, None, last)
+            entry = TriggerEntry(d, *compile_definition(d), None, None, last)
             if d.state is ev.DefinitionState.PAUSED:
                 entry.paused_since = now
             self._reschedule(key, entry)
@@ -139,7 +134,7 @@ class Decider:
             out += self.decide_entry(index.partition, key, entry, now, now)  # old version first
         if d is not entry.definition:
             entry.definition = d
-            entry.schedule = compile_definition(d)
+            entry.spec, entry.schedule = compile_definition(d)
         if state is not d.state:
             entry.definition = replace(entry.definition, state=state)
         if state is ev.DefinitionState.PAUSED and was is not ev.DefinitionState.PAUSED:
@@ -171,11 +166,9 @@ class Decider:
         entry.due_ts = nxt + jitter / 1000.0
 
     def _jitter_ms(self, key: str, entry: TriggerEntry, instant: int) -> int:
-        jitter_s = entry.definition.policies.jitter_s
-        if jitter_s <= 0:
+        if entry.spec.jitter.max_ms <= 0:
             return 0
-        after = entry.schedule.next_after(instant)
-        return jitter_offset(key, instant, jitter_s * 1000, after)
+        return entry.spec.jitter.offset(key, instant, entry.schedule.next_after(instant))
 
     # --- deciding -----------------------------------------------------------------------
     def decide_due(self, index: DueIndex, until: float, now: float, limit: int) -> list[Output]:
@@ -204,8 +197,8 @@ class Decider:
             entry.schedule,
             last,
             int(until),
-            misfire_policy(d),
-            min(d.policies.horizon_s, 366 * 86400),
+            entry.spec.misfire,
+            entry.spec.horizon_s,
             max_records=0 if resumed else MAX_RECORDS_PER_EVALUATION,
         )
         tz = entry.schedule.tzdata
@@ -270,7 +263,7 @@ class Decider:
             last = int(now)
         else:
             last = int(state.last_decided.timestamp())
-        entry = TriggerEntry(d, compile_definition(d), None, None, last)
+        entry = TriggerEntry(d, *compile_definition(d), None, None, last)
         if state is not None and state.state is not d.state:
             entry.definition = replace(d, state=state.state)  # a pause/resume command's effect
         if state is not None and state.paused_since is not None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from horae.contracts.events import TriggerDefinition
 from horae.domain.schedule import Schedule
+from horae.domain.trigger import TriggerSpec
 
 
 @dataclass(slots=True)
@@ -21,6 +22,7 @@ class TriggerEntry:
     """What the planner holds per trigger between decisions (mirrors ``PlannerState``)."""
 
     definition: TriggerDefinition
+    spec: TriggerSpec  # the domain's view of the definition (policies)
     schedule: Schedule  # compiled once per version; cron schedules are shared
     next_instant: int | None  # next scheduled instant not yet decided (epoch s)
     due_ts: float | None  # when to decide it: next_instant + jitter (epoch s)

@@ -32,7 +32,7 @@ def rebuild_partition(
     definitions: dict[str, ev.TriggerDefinition] = {}
     if definitions_until > 0:
         for msg in read_partition(bootstrap, definitions_topic, partition, definitions_until):
-            definition = decider.accept_definition(msg)
+            definition = decider.accept_definition(msg, now, check_limits=False)
             if isinstance(definition, ev.TriggerDefinition):
                 definitions[ev.trigger_key(definition.tenant, definition.trigger_id)] = definition
     states: dict[str, ev.PlannerState] = {}

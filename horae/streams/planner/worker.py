@@ -27,6 +27,7 @@ from horae.contracts import events as ev
 from horae.contracts.codec import encode
 from horae.contracts.ingress import TenantKeys
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, lane_topic, topic_name
+from horae.domain.trigger import Limits
 from horae.kafka.txn import OutRecord, TransactionalProcessor, TransactionFailed
 from horae.streams.planner.clock import ClockGate, clock_topic
 from horae.streams.planner.decide import Decider
@@ -49,6 +50,7 @@ class PlannerConfig:
     batch_limit: int = 20_000  # most decisions per transaction
     session_timeout_ms: int = 10_000
     tenant_keys: TenantKeys | None = None  # definition- and command-signing keys
+    min_interval_s: int = 60  # platform limit on how often a trigger may fire
 
 
 class Planner:
@@ -63,7 +65,7 @@ class Planner:
         self.config = config
         self.clock = clock
         self.metrics = metrics or PlannerMetrics()
-        self.decider = Decider(config.tenant_keys)
+        self.decider = Decider(config.tenant_keys, Limits(min_interval_s=config.min_interval_s))
         self.indexes: dict[int, DueIndex] = {}
         self._topics = {t: topic_name(t, config.prefix) for t in Topic}
         group = f"{config.prefix}planner"

@@ -103,6 +103,7 @@ class PlannerEnv:
             tick_s=0.2,
             session_timeout_ms=6000,
             tenant_keys=TENANT_KEYS,
+            min_interval_s=1,
         )
         return replace(base, **overrides)  # type: ignore[arg-type]
 
@@ -131,6 +132,7 @@ class PlannerEnv:
             HORAE_TOPIC_PARTITIONS=str(PARTITIONS),
             HORAE_TENANT_KEYS=json.dumps({TENANT: {KEY_ID: SECRET.decode()}}),
             HORAE_PLANNER_SLOT=slot,
+            HORAE_MIN_INTERVAL_S="1",
             HORAE_PLANNER_TICK_S="0.2",
             HORAE_PLANNER_SESSION_TIMEOUT_MS="6000",
             HORAE_LOG_LEVEL="WARNING",
