@@ -29,6 +29,7 @@ import functools
 import ipaddress
 import re
 import socket
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -181,10 +182,22 @@ class AddressPolicy:
 
     ``allow``: operator allowlist, CIDRs and/or ``host:port`` entries; the only way to reach a
     non-public address. ``resolver``: injected for tests (no DNS needed); defaults to
-    :func:`system_resolver`. Stateless apart from configuration: safe to share across tasks.
+    :func:`system_resolver`. ``cache_ttl_s``: a name's answer is reused for this long (0: resolve
+    on every check). Caching does not weaken the guarantee: every answer, cached or fresh, is
+    judged on every check, and the sender connects only to the addresses of the check it got; a
+    rebinding inside the TTL just goes unnoticed until the entry expires. At most
+    ``cache_size`` names are kept. Safe to share across the tasks of one event loop.
     """
 
-    def __init__(self, allow: Iterable[str] = (), resolver: Resolver | None = None) -> None:
+    def __init__(
+        self,
+        allow: Iterable[str] = (),
+        resolver: Resolver | None = None,
+        *,
+        cache_ttl_s: float = 10.0,
+        cache_size: int = 10_000,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         nets: list[Network] = []
         host_ports: set[tuple[str, int]] = set()
         for entry in allow:
@@ -203,6 +216,10 @@ class AddressPolicy:
         self._nets = tuple(nets)
         self._host_ports = frozenset(host_ports)
         self._resolver: Resolver = resolver or system_resolver
+        self._ttl = cache_ttl_s
+        self._cache_size = cache_size
+        self._monotonic = monotonic
+        self._cache: dict[tuple[str, int], tuple[float, tuple[IPAddress, ...]]] = {}
 
     def _allowed(self, host: str, port: int, addr: IPAddress) -> bool:
         if (host, port) in self._host_ports or (str(addr), port) in self._host_ports:
@@ -223,6 +240,20 @@ class AddressPolicy:
         return CheckedTarget(parsed, host, port, addresses, literal is not None)
 
     async def _resolve(self, host: str, port: int) -> tuple[IPAddress, ...]:
+        if self._ttl > 0:
+            hit = self._cache.get((host, port))
+            now = self._monotonic()
+            if hit is not None and hit[0] > now:
+                return hit[1]
+        addresses = await self._lookup(host, port)
+        if self._ttl > 0:
+            if len(self._cache) >= self._cache_size:
+                del self._cache[next(iter(self._cache))]  # the oldest entry
+            self._cache.pop((host, port), None)
+            self._cache[(host, port)] = (self._monotonic() + self._ttl, addresses)
+        return addresses
+
+    async def _lookup(self, host: str, port: int) -> tuple[IPAddress, ...]:
         try:
             raw = await self._resolver(host, port)
         except OSError as exc:

@@ -53,12 +53,12 @@ def _free_port() -> int:
 Outcome4 = tuple[list[str], list[str], list[TransportResult], list[str | None]]
 
 
-async def _scenario(first: str, allow: list[str], sends: int) -> Outcome4:
+async def _scenario(first: str, allow: list[str], sends: int, ttl: float = 0.0) -> Outcome4:
     good: list[str] = []
     victim: list[str] = []
     port = _free_port()
     resolver = RebindingResolver([first], then="127.0.0.1")
-    policy = AddressPolicy(allow=allow, resolver=resolver)
+    policy = AddressPolicy(allow=allow, resolver=resolver, cache_ttl_s=ttl)
     results = []
     async with (
         counting_server("127.0.0.1", port, victim),
@@ -84,6 +84,16 @@ def test_rebound_answer_is_checked_again_and_refused() -> None:
     good, victim, results, _ = asyncio.run(_scenario("127.0.0.2", ["127.0.0.2/32"], 2))
     assert results == [TransportResult.OK, TransportResult.REFUSED_SSRF]
     assert len(good) == 1
+    assert victim == []
+
+
+def test_within_the_cache_ttl_the_checked_answer_is_reused() -> None:
+    # With a DNS cache the rebound answer is not even seen: the pinned, checked address is used.
+    good, victim, results, peers = asyncio.run(
+        _scenario("127.0.0.2", ["127.0.0.2/32"], 3, ttl=3600.0)
+    )
+    assert results == [TransportResult.OK] * 3
+    assert peers == ["127.0.0.2"] * 3 and len(good) == 3
     assert victim == []
 
 

@@ -210,6 +210,39 @@ def test_every_answer_is_judged_and_the_name_resolved_once() -> None:
     assert len(resolver.calls) == 1  # literals never reach the resolver
 
 
+def test_answers_are_cached_for_the_ttl_and_judged_every_time() -> None:
+    clock = [0.0]
+    table = {"flip.example": ["93.184.216.34"]}
+    resolver = FakeResolver(table)
+    policy = AddressPolicy(resolver=resolver, cache_ttl_s=10.0, monotonic=lambda: clock[0])
+
+    async def go() -> None:
+        await policy.check("http://flip.example/")
+        table["flip.example"] = ["10.0.0.1"]  # rebinding
+        clock[0] = 9.9
+        await policy.check("http://flip.example/")  # cached, checked answer
+        await policy.check("http://flip.example:8080/")  # another port: a fresh lookup
+
+    with pytest.raises(AddressRefused, match="private"):
+        asyncio.run(go())
+    assert resolver.calls == [("flip.example", 80), ("flip.example", 8080)]
+    clock[0] = 10.0
+    with pytest.raises(AddressRefused, match="private"):
+        asyncio.run(policy.check("http://flip.example/"))  # expired: looked up again
+    assert len(resolver.calls) == 3
+
+
+def test_cache_is_bounded() -> None:
+    table = {f"h{i}.example": ["93.184.216.34"] for i in range(5)}
+    resolver = FakeResolver(table)
+    policy = AddressPolicy(resolver=resolver, cache_size=2)
+    for i in range(5):
+        asyncio.run(policy.check(f"http://h{i}.example/"))
+    asyncio.run(policy.check("http://h4.example/"))  # still cached
+    asyncio.run(policy.check("http://h0.example/"))  # evicted: looked up again
+    assert len(resolver.calls) == 6
+
+
 def test_default_resolver_handles_literals_and_localhost() -> None:
     policy = AddressPolicy()  # system resolver; only names that need no network
     with pytest.raises(AddressRefused):
