@@ -189,9 +189,10 @@ class Planner:
             outputs.extend(
                 self.decider.decide_due(index, decide_until, now, self.config.batch_limit)
             )
-        if not messages and not outputs:
-            return
-        self._commit(outputs, messages, now)
+        if messages or outputs:
+            self._commit(outputs, messages, now)
+        earliest = [d for i in self.indexes.values() if (d := i.earliest_due()) is not None]
+        self.metrics.oldest_due_age.set(max(0.0, now - min(earliest)) if earliest else 0.0)
 
     def _wait_s(self) -> float:
         due = [d for i in self.indexes.values() if (d := i.earliest_due()) is not None]
