@@ -2,8 +2,9 @@
 intent) and the compacted planner-state changelog (the progress), both read_committed.
 
 A planner-state record is always committed in the same transaction as the definitions offset that
-produced it, so the two agree; a definition without state (cannot happen after a clean commit, but
-costs nothing to handle) starts as new.
+produced it, so the two agree, and it names the version that was accepted: a definition whose
+version has a state record passed ingress (signature, validation) when it was first consumed and is
+only decoded here; one without (it was quarantined) is skipped.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
+from horae.contracts.ingress import decode_definition
 from horae.kafka.reader import read_partition
 from horae.streams.planner.index import DueIndex
 
@@ -29,12 +31,6 @@ def rebuild_partition(
     decider: Decider,
     now: float,
 ) -> DueIndex:
-    definitions: dict[str, ev.TriggerDefinition] = {}
-    if definitions_until > 0:
-        for msg in read_partition(bootstrap, definitions_topic, partition, definitions_until):
-            definition = decider.accept_definition(msg, now, check_limits=False)
-            if isinstance(definition, ev.TriggerDefinition):
-                definitions[ev.trigger_key(definition.tenant, definition.trigger_id)] = definition
     states: dict[str, ev.PlannerState] = {}
     for msg in read_partition(bootstrap, state_topic, partition):
         value = msg.value()
@@ -46,8 +42,19 @@ def rebuild_partition(
             continue  # written by us; unreadable means a newer planner wrote it: skip, recompute
         states[ev.trigger_key(state.tenant, state.trigger_id)] = state
     index = DueIndex(partition)
-    for key, definition in definitions.items():
-        entry = decider.restore(definition, states.get(key), now)
-        if entry is not None:
-            index.put(key, entry)
+    if definitions_until <= 0:
+        return index
+    for msg in read_partition(bootstrap, definitions_topic, partition, definitions_until):
+        key = (msg.key() or b"").decode(errors="replace")
+        accepted = states.get(key)
+        value = msg.value()
+        if accepted is None or value is None:
+            continue
+        try:
+            definition = decode_definition(value)
+        except DecodeError:
+            continue
+        if definition.version != accepted.trigger_version:
+            continue  # a version that was quarantined (the accepted one comes before it)
+        index.put(key, decider.restore(definition, accepted, now))
     return index
