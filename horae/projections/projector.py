@@ -16,8 +16,13 @@ Modes:
 Batches: up to ``batch_records`` records or ``batch_ms`` milliseconds. Records that fail to
 decode are counted, kept in ``projection_errors`` and skipped. Database errors are retried with
 backoff until ``stop_event`` is set; nothing is lost meanwhile (the batch is dropped and re-read).
-Library use: ``Projector(config).run(stop_event)`` runs until the event is set (or, replaying,
-until the end).
+Pipelining: a writer thread commits batch N while the consumer thread decodes batch N+1 (PostgreSQL
+works on the other core). Batches still commit strictly in order; when batch N fails, batch N+1 is
+dropped and every partition reseeks to the stored offsets. Rebalance callbacks first wait for the
+batch in flight.
+
+Library use: ``Projector(config).run(stop_event)`` runs until the event is set (or, replaying, until
+the end).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +105,8 @@ class Projector:
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
         self._last_lag_update = 0.0
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="projector-writer")
+        self._inflight: tuple[Batch, float, Future[ApplyResult]] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
     def run(self, stop_event: threading.Event | None = None) -> None:
@@ -116,10 +124,14 @@ class Projector:
                 )  # fmt: skip
             else:
                 self._assign_all(consumer)
-            while not self._stop.is_set() and not self._replay_done():
+            while not self._stop.is_set():
+                if self._inflight is None and self._replay_done():
+                    break
                 self._step(consumer)
+            self._drain(consumer, resync=False)
         finally:
             self._consumer = None
+            self._writer.shutdown(wait=True)
             consumer.close()
             self.store.close()
 
@@ -158,10 +170,12 @@ class Projector:
         return out
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._drain(consumer, resync=False)
         consumer.assign(self._with_stored(partitions))
         log.info("assigned %d partitions", len(partitions))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._drain(consumer, resync=False)
         for tp in partitions:
             key = (tp.topic, tp.partition)
             self.positions.pop(key, None)
@@ -186,6 +200,7 @@ class Projector:
     def _resync(self, consumer: Consumer) -> None:
         """Seek every assigned partition back to the stored offsets (after a failed batch)."""
         self.stats.resyncs += 1
+        self._eof.clear()
         assignment = consumer.assignment()
         if not assignment:
             return
@@ -218,34 +233,43 @@ class Projector:
             assert offset is not None
             _, ts = msg.timestamp()
             self.mapper.add(batch, topic, partition, offset, msg.key(), msg.value(), ts)
+        if not self._drain(consumer, resync=True):
+            return  # the batch in flight failed: this one was read past it, drop it
         if batch.records:
-            self._write(consumer, batch)
+            future = self._writer.submit(self.store.apply, batch, self.stage_topics)
+            self._inflight = (batch, time.monotonic(), future)
         self._update_lag(consumer, time.time(), force=bool(batch.records))
 
-    def _write(self, consumer: Consumer, batch: Batch) -> None:
-        started = time.monotonic()
+    def _drain(self, consumer: Consumer, resync: bool) -> bool:
+        """Wait for the batch in flight; account it, or recover (reconnect, and reseek when
+        ``resync``). Returns False when it failed."""
+        if self._inflight is None:
+            return True
+        batch, started, future = self._inflight
+        self._inflight = None
         try:
-            result = self.store.apply(batch, self.stage_topics)
+            result = future.result()
         except GenerationChanged as exc:
             log.warning("%s; reconnecting and reseeking", exc)
-            self.store.close()
-            if self._db(self.store.connect):
-                self._resync(consumer)
-            return
+            self._recover(consumer, resync)
+            return False
         except psycopg.Error as exc:
             log.warning("batch not written (%s); retrying from the stored offsets", exc)
-            self.store.close()
             self._count_retry()
-            if self._db(self.store.connect):
-                self._resync(consumer)
-            return
-        elapsed = time.monotonic() - started
+            self._recover(consumer, resync)
+            return False
         for tp, offset in batch.next_offsets.items():
             if tp in self.positions or self.config.stop_at is not None:
                 self.positions[tp] = max(self.positions.get(tp, 0), offset)
-        self._account(batch, result, elapsed)
+        self._account(batch, result, time.monotonic() - started)
         if self.on_batch is not None:
             self.on_batch(batch, result)
+        return True
+
+    def _recover(self, consumer: Consumer, resync: bool) -> None:
+        self.store.close()
+        if self._db(self.store.connect) and resync:
+            self._resync(consumer)
 
     def _account(self, batch: Batch, result: ApplyResult, elapsed: float) -> None:
         m, schema, stats = self.metrics, self.config.schema, self.stats

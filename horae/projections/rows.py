@@ -171,6 +171,7 @@ class Batch:
     errors: int = 0
     tombstones: int = 0
     last_timestamp_ms: dict[tuple[str, int], int] = field(default_factory=dict)
+    min_timestamp_ms: int | None = None  # oldest record timestamp in the batch
 
     def add_error(
         self,
@@ -214,6 +215,8 @@ class RecordMapper:
         batch.next_offsets[tp] = offset + 1
         if timestamp_ms is not None and timestamp_ms >= 0:
             batch.last_timestamp_ms[tp] = timestamp_ms
+            if batch.min_timestamp_ms is None or timestamp_ms < batch.min_timestamp_ms:
+                batch.min_timestamp_ms = timestamp_ms
         if value is None:
             batch.tombstones += 1
             return

@@ -10,7 +10,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from projection_support import create_topics, delete_topics
 
 from horae.contracts.topics import topic_name
 from horae.devstack.postgres import PostgresCluster
@@ -18,6 +17,7 @@ from horae.projections.projector import ProjectorConfig
 from horae.projections.rows import PROJECTED
 from horae.projections.synthetic import HistoryProducer
 from horae.settings import PROJECT_ROOT
+from tests.integration.projections.projection_support import create_topics, delete_topics
 
 
 @pytest.fixture

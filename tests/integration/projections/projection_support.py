@@ -1,4 +1,4 @@
-"""Helpers of the projection tests (imported by module name: this folder is on sys.path)."""
+"""Helpers of the projection tests."""
 
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ import dataclasses
 from typing import Any
 
 import psycopg
-from projection_support import end_offsets, running, wait_caught_up
 
 from horae.contracts import events as ev
 from horae.contracts.codec import encode
@@ -16,6 +15,7 @@ from horae.projections.projector import Projector, ProjectorConfig
 from horae.projections.rebuild import Progress, rebuild, verify
 from horae.projections.synthetic import START, HistoryProducer, history
 from horae.projections.synthetic import fire as make_fire
+from tests.integration.projections.projection_support import end_offsets, running, wait_caught_up
 
 
 def test_rebuild_equals_live_then_divergence_is_reported_and_swap_repairs(

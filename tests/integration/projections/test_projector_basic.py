@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from projection_support import end_offsets, running, wait_caught_up
 
 from horae.contracts.topics import Topic
 from horae.projections.projector import Projector, ProjectorConfig
 from horae.projections.synthetic import HistoryProducer, history
+from tests.integration.projections.projection_support import end_offsets, running, wait_caught_up
 
 
 def count(db: psycopg.Connection[Any], schema: str, table: str) -> int:

@@ -8,12 +8,17 @@ import time
 
 import psycopg
 import pytest
-from projection_support import end_offsets, running, stored_offsets, wait_caught_up
 
 from horae.devstack.postgres import PostgresCluster
 from horae.projections.projector import Projector, ProjectorConfig
 from horae.projections.rebuild import rebuild, verify
 from horae.projections.synthetic import HistoryProducer, history
+from tests.integration.projections.projection_support import (
+    end_offsets,
+    running,
+    stored_offsets,
+    wait_caught_up,
+)
 
 
 @pytest.mark.timeout(180)

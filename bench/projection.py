@@ -1,0 +1,229 @@
+"""Bench: rows per second projected into PostgreSQL, and projection lag while a planner-like
+producer commits 5,000 fires/s in Kafka transactions.
+
+1. throughput — pre-produce a history (fires; 20 % of them dispatched with attempts, outcome and
+   schedule event), then project it from the beginning into a fresh schema (the replay path,
+   the same batch code as the live projector) and divide the rows written by the time taken;
+2. lag — a separate process (its own CPU, like the planner) commits fires at ``--rate`` per second
+   in transactions every 100 ms for ``--seconds``; the live projector (group mode) runs alongside;
+   per committed batch, lag = commit time - timestamp of the batch's oldest record. Reports p50,
+   p99 and max after a 2 s warm-up; ``lag_s`` is the p99.
+
+Goals: >= 20,000 rows/s; lag <= 2 s. Needs Kafka and PostgreSQL (HORAE_KAFKA_BOOTSTRAP /
+HORAE_DATABASE_URL, else the local stack). The last line printed is JSON:
+``{"rows_per_s": ..., "lag_s": ..., ...}``.
+
+    .venv/bin/python bench/projection.py [--fires 100000] [--rate 5000] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing as mp
+import statistics
+import threading
+import time
+import uuid
+
+import psycopg
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, partition_for, spec, topic_name
+from horae.projections import schema as pschema
+from horae.projections.metrics import ProjectionMetrics
+from horae.projections.projector import Projector, ProjectorConfig
+from horae.projections.rebuild import end_offsets
+from horae.projections.rows import PROJECTED, Batch
+from horae.projections.store import ApplyResult
+from horae.projections.synthetic import HistoryProducer, history
+from horae.settings import get_settings
+
+PARTITIONS = 6
+
+
+def services() -> tuple[str, str]:
+    from horae.devstack.stack import LocalStack
+
+    endpoints = LocalStack.from_settings(get_settings()).endpoints
+    return endpoints.kafka_bootstrap, endpoints.database_url
+
+
+def create_topics(bootstrap: str, prefix: str) -> list[str]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = [
+        NewTopic(topic_name(t, prefix), PARTITIONS, 1, config=dict(spec(t).config))
+        for t in PROJECTED
+    ]
+    for f in admin.create_topics(new, request_timeout=30).values():
+        f.result(timeout=30)
+    return [n.topic for n in new]
+
+
+def delete_topics(bootstrap: str, names: list[str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.delete_topics(names, request_timeout=30).values():
+        with contextlib.suppress(Exception):
+            f.result(timeout=30)
+
+
+def throughput(bootstrap: str, database_url: str, fires: int) -> dict[str, float]:
+    prefix, schema = f"bench{uuid.uuid4().hex[:8]}.", f"bench_{uuid.uuid4().hex[:8]}"
+    names = create_topics(bootstrap, prefix)
+    try:
+        producer = HistoryProducer(bootstrap, prefix)
+        t0 = time.monotonic()
+        records = producer.send(history(fires, tenants=10, triggers=100, dispatch_share=0.2))
+        producer.flush()
+        print(f"produced {records} records in {time.monotonic() - t0:.1f}s")
+        ends = end_offsets(bootstrap, names)
+        rows = [0]
+
+        def hook(batch: Batch, result: ApplyResult) -> None:
+            rows[0] += result.total_rows
+
+        config = ProjectorConfig(
+            bootstrap,
+            database_url,
+            schema,
+            prefix,
+            stop_at=ends,
+            batch_records=10_000,
+            batch_ms=200,
+        )
+        projector = Projector(config, ProjectionMetrics(), on_batch=hook)
+        t0 = time.monotonic()
+        projector.run(threading.Event())
+        elapsed = time.monotonic() - t0
+        rate = rows[0] / elapsed
+        print(
+            f"projected {rows[0]} rows ({projector.stats.records} records, "
+            f"{projector.stats.batches} batches) in {elapsed:.1f}s: {rate:,.0f} rows/s"
+        )
+        return {"rows": rows[0], "seconds": elapsed, "rows_per_s": rate}
+    finally:
+        delete_topics(bootstrap, names)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            pschema.drop(conn, schema)
+
+
+def planner_like(bootstrap: str, prefix: str, rate: int, seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    """Commit ``rate`` fire records per second, one transaction per 100 ms."""
+    n = int(rate * seconds)
+    pre = [
+        (r.key.encode(), r.value, r.by)
+        for r in history(n, tenants=10, triggers=500, dispatch_share=0.0, with_definitions=False)
+    ]
+    name = topic_name(Topic.FIRES, prefix)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            **PRODUCER_DEFAULTS,
+            "transactional.id": f"bench-planner-{prefix}",
+            "linger.ms": 5,
+        }
+    )
+    producer.init_transactions(30)
+    per_tick = max(1, rate // 10)
+    t0 = time.monotonic()
+    sent = 0
+    for i in range(0, n, per_tick):
+        target = t0 + i / rate
+        delay = target - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        producer.begin_transaction()
+        for key, value, by in pre[i : i + per_tick]:
+            producer.produce(name, value, key, partition=partition_for(by, PARTITIONS))
+        producer.commit_transaction(30)
+        sent += len(pre[i : i + per_tick])
+    out.put({"sent": sent, "seconds": time.monotonic() - t0})
+
+
+def lag(bootstrap: str, database_url: str, rate: int, seconds: float) -> dict[str, float]:
+    prefix, schema = f"bench{uuid.uuid4().hex[:8]}.", f"bench_{uuid.uuid4().hex[:8]}"
+    names = create_topics(bootstrap, prefix)
+    samples: list[tuple[float, float]] = []
+    rows = [0]
+
+    def hook(batch: Batch, result: ApplyResult) -> None:
+        now = time.time()
+        rows[0] += result.total_rows
+        if batch.min_timestamp_ms is not None:
+            samples.append((now, now - batch.min_timestamp_ms / 1000))
+
+    config = ProjectorConfig(
+        bootstrap, database_url, schema, prefix, batch_records=10_000, batch_ms=100
+    )
+    projector = Projector(config, ProjectionMetrics(), on_batch=hook)
+    stop = threading.Event()
+    thread = threading.Thread(target=projector.run, args=(stop,), daemon=True)
+    try:
+        thread.start()
+        time.sleep(3)  # group join
+        ctx = mp.get_context("spawn")
+        out: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
+        proc = ctx.Process(target=planner_like, args=(bootstrap, prefix, rate, seconds, out))
+        started = time.time()
+        proc.start()
+        produced = out.get(timeout=seconds * 4 + 120)
+        proc.join(30)
+        ends = end_offsets(bootstrap, names)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if all(projector.positions.get(tp, 0) >= e for tp, e in ends.items() if e):
+                break
+            time.sleep(0.1)
+        steady = sorted(lag for at, lag in samples if at - started > 2.0 + 5.0)
+        # (+5 s: the producer process spends its first seconds encoding)
+        if not steady:
+            steady = sorted(lag for _, lag in samples)
+        p50 = statistics.median(steady)
+        p99 = steady[min(len(steady) - 1, int(len(steady) * 0.99))]
+        achieved = produced["sent"] / produced["seconds"]
+        print(
+            f"planner-like producer: {produced['sent']} fires in {produced['seconds']:.1f}s "
+            f"({achieved:,.0f}/s); projector lag p50 {p50:.2f}s p99 {p99:.2f}s "
+            f"max {steady[-1]:.2f}s over {len(steady)} batches"
+        )
+        return {
+            "lag_p50_s": p50,
+            "lag_p99_s": p99,
+            "lag_max_s": steady[-1],
+            "produced_per_s": achieved,
+        }
+    finally:
+        stop.set()
+        thread.join(30)
+        delete_topics(bootstrap, names)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            pschema.drop(conn, schema)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fires", type=int, default=100_000)
+    parser.add_argument("--rate", type=int, default=5_000)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    bootstrap, database_url = services()
+    tp = throughput(bootstrap, database_url, args.fires)
+    lg = lag(bootstrap, database_url, args.rate, args.seconds)
+    print(
+        json.dumps(
+            {
+                "rows_per_s": round(tp["rows_per_s"]),
+                "lag_s": round(lg["lag_p99_s"], 3),
+                "lag_p50_s": round(lg["lag_p50_s"], 3),
+                "lag_max_s": round(lg["lag_max_s"], 3),
+                "planner_fires_per_s": round(lg["produced_per_s"]),
+                "rows": tp["rows"],
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
