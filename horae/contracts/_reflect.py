@@ -25,46 +25,100 @@ def hints(cls: type) -> dict[str, Any]:
 
 def to_avro(obj: Any) -> Any:
     """A dataclass instance (or value within one) as the datum fastavro writes."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_avro(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, Enum):
-        return obj.value
-    if isinstance(obj, tuple | list):
-        return [to_avro(x) for x in obj]
-    if isinstance(obj, Mapping):
-        return {str(k): to_avro(v) for k, v in obj.items()}
-    if isinstance(obj, datetime):
-        if obj.tzinfo is None:
-            raise ValueError(f"naive datetime {obj.isoformat()}: every instant must be aware")
-        return obj.astimezone(UTC)
-    return obj
+    return _writer(type(obj))(obj)
 
 
 def from_avro(tp: Any, value: Any) -> Any:
     """The Python value of type ``tp`` for a datum read by fastavro."""
+    return _reader(tp)(value)
+
+
+# Converters are compiled once per type (the hot paths of the planner and the projector encode and
+# decode every record): no per-value introspection of type hints.
+Convert = typing.Callable[[Any], Any]
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _aware(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value.isoformat()}: every instant must be aware")
+    return value.astimezone(UTC)
+
+
+def _timestamp(value: Any) -> datetime:
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a timestamp, got {type(value).__name__}")
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _float(value: Any) -> Any:
+    return float(value) if isinstance(value, int) else value
+
+
+def _generic_writer(obj: Any) -> Any:
+    return _writer(type(obj))(obj)
+
+
+@cache
+def _writer(cls: Any) -> Convert:
+    """How to turn a value of runtime class ``cls`` into its datum."""
+    if dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls))
+
+        def write_record(obj: Any) -> Any:
+            return {name: _generic_writer(getattr(obj, name)) for name in names}
+
+        return write_record
+    if issubclass(cls, Enum):
+        return lambda obj: obj.value
+    if issubclass(cls, tuple | list):
+        return lambda obj: [_generic_writer(x) for x in obj]
+    if issubclass(cls, Mapping):
+        return lambda obj: {str(k): _generic_writer(v) for k, v in obj.items()}
+    if issubclass(cls, datetime):
+        return _aware
+    return _identity
+
+
+@cache
+def _reader(tp: Any) -> Convert:
+    """How to turn a datum into a value of the declared type ``tp``."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        if value is None:
-            return None
         (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
-        return from_avro(inner, value)
+        read_inner = _reader(inner)
+        if read_inner is _identity:
+            return _identity
+        return lambda value: None if value is None else read_inner(value)
     if origin is tuple:
-        return tuple(from_avro(typing.get_args(tp)[0], v) for v in value)
+        item = _reader(typing.get_args(tp)[0])
+        return lambda value: tuple(item(v) for v in value)
     if origin in (dict, Mapping):
-        inner = typing.get_args(tp)[1]
-        return {k: from_avro(inner, v) for k, v in value.items()}
+        inner = _reader(typing.get_args(tp)[1])
+        return lambda value: {k: inner(v) for k, v in value.items()}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        fields = hints(tp)
-        return tp(**{k: from_avro(t, value[k]) for k, t in fields.items() if k in value})
+        fields = tuple((k, _reader(t)) for k, t in hints(tp).items())
+        plain = tuple(k for k, r in fields if r is _identity)
+        converted = tuple((k, r) for k, r in fields if r is not _identity)
+
+        def read_record(value: Any) -> Any:
+            kwargs = {k: value[k] for k in plain if k in value}
+            for k, r in converted:
+                if k in value:
+                    kwargs[k] = r(value[k])
+            return tp(**kwargs)
+
+        return read_record
     if isinstance(tp, type) and issubclass(tp, Enum):
-        return tp(value)
+        return tp
     if tp is datetime:
-        if not isinstance(value, datetime):
-            raise TypeError(f"expected a timestamp, got {type(value).__name__}")
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    if tp is float and isinstance(value, int):
-        return float(value)
-    return value
+        return _timestamp
+    if tp is float:
+        return _float
+    return _identity
 
 
 def schema_of(cls: type) -> dict[str, Any]:

@@ -156,7 +156,9 @@ class Codec:
     def __init__(self, ids: SchemaIds | None = None, current: CurrentSchemas | None = None):
         self.current = current or CurrentSchemas.load()
         self.ids = ids or Catalogue(self.current)
-        self._writers: dict[int, tuple[type[Event], Any]] = {}
+        # schema id -> (type, writer schema, reader schema or None when they are identical:
+        # fastavro's schema resolution costs more than the read itself)
+        self._writers: dict[int, tuple[type[Event], Any, Any]] = {}
 
     def encode(self, event: Event) -> bytes:
         t = type(event)
@@ -174,10 +176,10 @@ class Codec:
         magic, schema_id = _HEADER.unpack_from(data)
         if magic != MAGIC:
             raise DecodeError("framing", f"magic byte {magic}, expected {MAGIC}")
-        t, writer = self._writer(schema_id)
+        t, writer, reader = self._writer(schema_id)
         buf = io.BytesIO(bytes(data[_HEADER.size :]))
         try:
-            datum = fastavro.schemaless_reader(buf, writer, self.current.parsed[t])
+            datum = fastavro.schemaless_reader(buf, writer, reader)
         except Exception as exc:
             raise DecodeError("avro", f"{type(exc).__name__}: {exc}") from exc
         if buf.tell() != len(data) - _HEADER.size:
@@ -198,7 +200,7 @@ class Codec:
             raise DecodeError("type", f"a {t.__name__} where a {expect.__name__} was expected")
         return to_event(t, datum)
 
-    def _writer(self, schema_id: int) -> tuple[type[Event], Any]:
+    def _writer(self, schema_id: int) -> tuple[type[Event], Any, Any]:
         if schema_id not in self._writers:
             schema = self.ids.writer_schema(schema_id)
             if schema is None:
@@ -210,7 +212,8 @@ class Codec:
                 parsed = fastavro.parse_schema(schema)
             except Exception as exc:
                 raise DecodeError("schema-id", f"id {schema_id}: {exc}") from exc
-            self._writers[schema_id] = (t, parsed)
+            same = canonical(schema) == canonical(self.current.raw[t])
+            self._writers[schema_id] = (t, parsed, None if same else self.current.parsed[t])
         return self._writers[schema_id]
 
 
