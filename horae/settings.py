@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -63,6 +63,63 @@ class Settings(BaseSettings):
 
     # --- domain limits --------------------------------------------------------------------
     min_interval_s: int = Field(default=60, description="Smallest `every` interval accepted.")
+
+    # --- dispatcher (horae dispatcher) ------------------------------------------------------
+    dispatch_allow: list[str] = Field(
+        default_factory=list,
+        description="Allowlist of non-public targets, JSON list of CIDRs and/or host:port "
+        '(e.g. ["127.0.0.1/32"]) for local demos and tests; empty in production.',
+    )
+    dispatch_connect_timeout_s: float = Field(default=5.0, description="Outbound connect limit.")
+    dispatch_read_timeout_s: float = Field(default=10.0, description="Outbound read limit.")
+    dispatch_deadline_s: float = Field(default=30.0, description="Limit on a whole attempt.")
+    dispatch_max_body_bytes: int = Field(default=65_536, description="Response bytes read.")
+    dispatch_max_inflight: int = Field(default=256, description="Concurrent sends per process.")
+    dispatch_tenant_rate: float = Field(
+        default=100.0, description="Default per-tenant dispatch quota (dispatches/s)."
+    )
+    dispatch_tenant_inflight: int = Field(
+        default=64, description="Default per-tenant limit on concurrent sends (hard)."
+    )
+    dispatch_tenant_limits: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description='Per-tenant overrides, JSON {tenant: {"rate": r, "inflight": n}}.',
+    )
+    dispatch_catchup_share: float = Field(
+        default=0.1, description="Share of a tenant's dispatch quota catch-up may use (hard cap)."
+    )
+    dispatch_breaker_threshold: int = Field(
+        default=5, description="Consecutive failed fires that pause a trigger (0: never)."
+    )
+    webhook_secrets: dict[str, str] = Field(
+        default_factory=dict,
+        description='Webhook signing secrets by ref, JSON {ref: "whsec_..."}; Target.secret_refs '
+        "name them (current first).",
+    )
+    callback_secret: str | None = Field(
+        default=None,
+        description="HMAC key of outcome-callback tokens; unset: random per process (callbacks "
+        "then only verify at the dispatcher that issued them).",
+    )
+    callback_ttl_s: int = Field(default=3600, description="How long a callback token is valid.")
+    platform_key_id: str = Field(
+        default="horae-platform", description="Key id of the platform's definition-signing key."
+    )
+    platform_key: str | None = Field(
+        default=None,
+        description="Platform signing key (the breaker signs paused versions with it). When set, "
+        "it is added to every tenant's map in tenant_keys, so planners accept those versions.",
+    )
+    dispatcher_metrics_port: int | None = Field(
+        default=None, description="Port of the dispatcher's /metrics (unset: not served)."
+    )
+
+    @model_validator(mode="after")
+    def _platform_key_in_every_tenant(self) -> Settings:
+        if self.platform_key:
+            for keys in self.tenant_keys.values():
+                keys.setdefault(self.platform_key_id, self.platform_key)
+        return self
 
 
 @lru_cache(maxsize=1)
