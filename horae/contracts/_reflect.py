@@ -25,7 +25,7 @@ def hints(cls: type) -> dict[str, Any]:
 
 def to_avro(obj: Any) -> Any:
     """A dataclass instance (or value within one) as the datum fastavro writes."""
-    return _writer(type(obj))(obj)
+    return _writer(obj.__class__)(obj)
 
 
 def from_avro(tp: Any, value: Any) -> Any:
@@ -59,7 +59,7 @@ def _float(value: Any) -> Any:
 
 
 def _generic_writer(obj: Any) -> Any:
-    return _writer(type(obj))(obj)
+    return _writer(obj.__class__)(obj)
 
 
 @cache
