@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from datetime import date
 from typing import Protocol
 
@@ -37,10 +37,11 @@ from horae.domain.dst import (
     zone_calendar,
 )
 from horae.domain.recurrence import AtSpec, CronSpec, EverySpec, Recurrence
-from horae.domain.timefmt import MAX_EPOCH
+from horae.domain.timefmt import MAX_EPOCH, MIN_EPOCH
 from horae.domain.tzdb import tzdata_version
 
-WINDOW = 64  # instants kept per cron schedule window
+WINDOW = 64  # at most this many instants per cron schedule window
+WINDOW_DAYS = 8  # and no more days ahead than this, unless that would leave the window empty
 SEARCH_YEARS = 400  # a full Gregorian cycle: beyond it a cron expression never matches
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _MAX_DAY = MAX_EPOCH // 86400
@@ -134,17 +135,32 @@ class CronSchedule:
         return times[i] if i < len(times) else None
 
     def _refill(self, t: int) -> int | None:
-        times, end = self.generate(t, WINDOW)
-        window = (t, end, times)
-        if t >= self._win[0]:
-            self._win = window
+        lo0, end0, times0 = self._win
+        if t >= lo0:
+            # Moving forward: the old window stays as the auxiliary one for triggers lagging
+            # behind (the planner's triggers of one schedule sit close to each other).
+            times, end = self.generate(t, WINDOW)
+            self._aux = self._win
+            self._win = (t, end, times)
         else:
-            self._aux = window
-        return times[0] if times else None
+            # Behind the window: look twice as far back, so that a spread of cursors costs a
+            # logarithmic number of refills, and extend the window if the two meet.
+            lo = max(t - (lo0 - t), MIN_EPOCH)
+            times, end = self.generate(lo, 2 * WINDOW)
+            if end <= t:  # too far behind to bridge: a window just for this query
+                lo = t
+                times, end = self.generate(t, WINDOW)
+            if end >= lo0 and len(times) + len(times0) <= 4 * WINDOW:
+                self._win = (lo, max(end, end0), sorted(set(times).union(times0)))
+            else:
+                self._aux = (lo, end, times)
+        i = bisect_right(times, t)
+        return times[i] if i < len(times) else None
 
     def generate(self, after: int, count: int) -> tuple[list[int], int]:
-        """The first ``count`` instants after ``after`` and the end of their validity: every
-        instant in ``(after, end]`` is in the list. Fewer than ``count`` means the search
+        """Upcoming instants after ``after`` and the end of their validity: every instant in
+        ``(after, end]`` is in the list. At most ``count`` instants, and only those of the next
+        :data:`WINDOW_DAYS` days when there is at least one. An empty list means the search
         reached :data:`SEARCH_YEARS` (or year 9999) and ``end`` is that limit."""
         expr, cal, tods = self.expr, self.cal, self.tods
         out: list[int] = []
@@ -152,6 +168,7 @@ class CronSchedule:
         start = date.fromordinal(max(first_day + _EPOCH_ORDINAL, 1))
         year, month, from_day = start.year, start.month, start.day
         last_day = min(first_day + SEARCH_YEARS * 366, _MAX_DAY)
+        span_day = first_day + WINDOW_DAYS
         while True:
             month_day = date(year, month, 1).toordinal() - _EPOCH_ORDINAL
             if month_day > last_day:
@@ -163,11 +180,15 @@ class CronSchedule:
                 if day > last_day:
                     break
                 base, trs = cal.local_day(day)
-                top = base if not trs else max(base, *(tr.after for tr in trs))
-                if len(out) >= count:
+                if out and (len(out) >= count or day > span_day):
+                    # Instants before this day's earliest possible one are final.
+                    top = base if not trs else max(base, *(tr.after for tr in trs))
                     out = sorted(set(out))
-                    if len(out) >= count and out[count - 1] < day * 86400 + tods[0] - top:
+                    final = bisect_left(out, day * 86400 + tods[0] - top)
+                    if final >= count:
                         return out[:count], out[count - 1]
+                    if final and day > span_day:
+                        return out[:final], out[final - 1]
                 if trs:
                     self._emit_transition_day(day, base, trs, after, count, out)
                 else:
@@ -184,7 +205,7 @@ class CronSchedule:
         out = sorted(set(out))
         if len(out) >= count:
             return out[:count], out[count - 1]
-        return out, (last_day + 1) * 86400
+        return out, (last_day - 1) * 86400
 
     def _emit_transition_day(
         self,
@@ -222,6 +243,9 @@ class CronSchedule:
 _INTERN: weakref.WeakValueDictionary[tuple[object, ...], CronSchedule] = (
     weakref.WeakValueDictionary()
 )
+_BY_TEXT: weakref.WeakValueDictionary[tuple[str, str, str, str], CronSchedule] = (
+    weakref.WeakValueDictionary()
+)  # fast path: same text, zone and DST choices
 _INTERN_LOCK = threading.Lock()
 
 
@@ -234,16 +258,18 @@ def compile_schedule(
     :class:`~horae.domain.errors.ValidationError` for an unknown zone.
     """
     if isinstance(recurrence, CronSpec):
-        expr = recurrence.parsed
-        key = (expr, zone, dst)
-        found = _INTERN.get(key)
+        text_key = (recurrence.expr, zone, dst.gap.value, dst.repeat.value)
+        found = _BY_TEXT.get(text_key)
         if found is not None:
             return found
+        expr = recurrence.parsed
+        key = (expr, zone, dst)
         with _INTERN_LOCK:
             found = _INTERN.get(key)
             if found is None:
                 found = CronSchedule(expr, zone, dst)
                 _INTERN[key] = found
+            _BY_TEXT[text_key] = found
             return found
     zone_calendar(zone)  # validates the zone
     if isinstance(recurrence, EverySpec):
