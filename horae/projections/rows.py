@@ -83,6 +83,26 @@ STAGE_COLUMNS: dict[Stage, tuple[str, ...]] = {
 }  # fmt: skip
 
 
+_T, _TS, _I4, _I8 = "text", "timestamptz", "int4", "int8"
+
+#: PostgreSQL types of the staging columns, for binary COPY (JSON is staged as text).
+STAGE_TYPES: dict[Stage, tuple[str, ...]] = {
+    Stage.DEFINITIONS: (
+        _T, _T, _I8, _T, _T, _T, _T, _T, _TS, _T, _T, _T, _T, _T, "bytea", _I4, _I8,
+    ),
+    Stage.FIRES: (
+        _T, _T, _T, _T, _T, _TS, _I8, _I8, _TS, _TS, _T, _I8, _T, _T, _T, _T, _T, _T, _T, _I4, _I8,
+    ),
+    Stage.ATTEMPTS: (
+        _T, _T, _T, _T, _I8, _T, _TS, _TS, _T, _I8, _I4, _T, "float8", _TS, _I4, _I8,
+    ),
+    Stage.OUTCOMES: (_T, _T, _T, _T, _T, _I8, _TS, _TS, _TS, _I4, _T, _I4, _I8),
+    Stage.SCHEDULE_EVENTS: (_T, _T, _T, _T, _TS, _I8, _T, _T, _TS, _TS, _T, _I8, _I4, _I4, _I8),
+    Stage.AUDIT: (_T, _T, _T, _T, _T, _TS, "bool", _T, _T, _T, _I4, _I8),
+    Stage.ERRORS: (_T, _I4, _I8, _T, _T, "bytea", "bytea", _TS),
+}  # fmt: skip
+
+
 def _json_default(value: object) -> object:
     if isinstance(value, datetime):
         return value.astimezone(UTC).isoformat()

@@ -7,7 +7,7 @@
 2. lock the stored offsets of the batch's partitions (``SELECT ... FOR UPDATE``) and drop any
    record below them (already applied by someone: a replay is a no-op even without the merge
    rules);
-3. COPY each non-empty staging table, then run the ``merge/*.sql`` statements (multi-row
+3. COPY (binary) each non-empty staging table, then run the ``merge/*.sql`` statements (multi-row
    ``INSERT ... ON CONFLICT``; replays of the same record are no-ops, a second fire record under
    a key goes to ``fire_duplicates``);
 4. upsert the next offsets; COMMIT.
@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 
 from horae.projections import schema as pschema
-from horae.projections.rows import STAGE_COLUMNS, Batch, Row, Stage
+from horae.projections.rows import STAGE_COLUMNS, STAGE_TYPES, Batch, Row, Stage
 from horae.projections.sqlfiles import sql
 
 #: merge statements per staging table, in order
@@ -186,7 +186,8 @@ class ProjectionStore:
     @staticmethod
     def _copy(cur: psycopg.Cursor[Any], stage: Stage, rows: Iterable[Row]) -> None:
         cols = ", ".join(f'"{c}"' for c in STAGE_COLUMNS[stage])
-        statement = f"COPY {stage.value} ({cols}) FROM STDIN"
+        statement = f"COPY {stage.value} ({cols}) FROM STDIN (FORMAT BINARY)"
         with cur.copy(statement) as copy:
+            copy.set_types(list(STAGE_TYPES[stage]))
             for row in rows:
                 copy.write_row(row)

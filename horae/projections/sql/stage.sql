@@ -1,9 +1,10 @@
 -- Per-connection staging tables: each batch is COPYed here, merged into the read models by the
--- merge/*.sql statements and emptied at COMMIT. Column order = the COPY order in rows.py.
+-- merge/*.sql statements and emptied at COMMIT. Column order and types = STAGE_COLUMNS and
+-- STAGE_TYPES in rows.py (binary COPY); JSON travels as text and is cast in the merges.
 CREATE TEMP TABLE IF NOT EXISTS stage_definitions (
-    tenant text, trigger_id text, version bigint, state text, recurrence jsonb, target jsonb,
-    policies jsonb, quotas jsonb, authored_at timestamptz, author text, role text,
-    description text, labels jsonb, content_type text, payload bytea,
+    tenant text, trigger_id text, version bigint, state text, recurrence text, target text,
+    policies text, quotas text, authored_at timestamptz, author text, role text,
+    description text, labels text, content_type text, payload bytea,
     src_partition integer, src_offset bigint
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS stage_fires (
@@ -32,7 +33,7 @@ CREATE TEMP TABLE IF NOT EXISTS stage_schedule_events (
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS stage_audit (
     audit_id text, tenant text, principal text, role text, action text, at timestamptz,
-    allowed boolean, trigger_id text, command_id text, detail jsonb,
+    allowed boolean, trigger_id text, command_id text, detail text,
     src_partition integer, src_offset bigint
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS stage_errors (

@@ -5,8 +5,9 @@ INSERT INTO triggers AS t (
     description, labels, first_authored_at
 )
 SELECT DISTINCT ON (tenant, trigger_id)
-    tenant, trigger_id, version, state, recurrence, target, policies, authored_at, author,
-    description, labels, min(authored_at) OVER (PARTITION BY tenant, trigger_id)
+    tenant, trigger_id, version, state, recurrence::jsonb, target::jsonb, policies::jsonb,
+    authored_at, author, description, labels::jsonb,
+    min(authored_at) OVER (PARTITION BY tenant, trigger_id)
 FROM stage_definitions
 ORDER BY tenant, trigger_id, version DESC, src_partition, src_offset
 ON CONFLICT (tenant, trigger_id) DO UPDATE SET
