@@ -1,0 +1,229 @@
+"""Which ready order is sent next (pure: ``now`` is an argument).
+
+Orders are grouped by *class*, from the lane they came on (a retry or a redrive counts as its
+origin lane, ``fire.lane``): ``on_time`` (the on-time and manual lanes), ``catch_up``,
+``backfill``. An order is *ready* once ``not_before`` has passed; until then it waits in memory.
+
+When a send slot is free (fewer than ``max_inflight`` sends), the next order is chosen tier by
+tier, and within a tier the oldest ``not_before`` across all triggers and tenants goes first:
+
+1. ``on_time`` within the tenant's quota (a token of the tenant's ``rate`` bucket);
+2. ``on_time`` over quota (no token left) — only spare capacity, never ahead of tier 1;
+3. ``catch_up``: needs a token of the tenant bucket *and* of its catch-up bucket, whose rate is
+   ``catchup_share`` of the tenant's quota (a hard cap: catch-up never goes over it);
+4. ``backfill``: needs a tenant token, and goes only when nothing else can.
+
+A tenant never has more than its ``inflight`` sends at once (hard). Under overload work is thus
+held back (shed) in the published order: backfill, then catch-up, then over-quota, then on-time.
+Shed orders are deferred, never dropped: every committed fire is delivered at least once.
+Selection costs O(tenants with ready work) per order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+from typing import Generic, TypeVar
+
+from horae.contracts import events as ev
+from horae.streams.dispatcher.config import TenantLimits
+
+T = TypeVar("T")
+
+
+class LaneClass(StrEnum):
+    ON_TIME = "on_time"
+    CATCH_UP = "catch_up"
+    BACKFILL = "backfill"
+
+
+class Tier(IntEnum):
+    ON_TIME = 1
+    OVER_QUOTA = 2
+    CATCH_UP = 3
+    BACKFILL = 4
+
+
+def lane_class(order: ev.DispatchOrder) -> LaneClass:
+    """The class of an order: its lane, or for a retry its origin lane (``fire.lane``)."""
+    lane = order.lane
+    if lane is ev.Lane.RETRY:
+        lane = order.fire.lane or ev.Lane.ON_TIME
+    if lane is ev.Lane.CATCH_UP:
+        return LaneClass.CATCH_UP
+    if lane is ev.Lane.BACKFILL:
+        return LaneClass.BACKFILL
+    return LaneClass.ON_TIME  # on_time, manual (and a retry without an origin)
+
+
+class TokenBucket:
+    """``rate`` tokens per second, holding at most ``burst`` (at least one)."""
+
+    __slots__ = ("burst", "rate", "stamp", "tokens")
+
+    def __init__(self, rate: float, now: float) -> None:
+        self.rate = max(rate, 1e-9)
+        self.burst = max(1.0, rate)
+        self.tokens = self.burst
+        self.stamp = now
+
+    def _refill(self, now: float) -> None:
+        if now > self.stamp:
+            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+
+    def has(self, now: float) -> bool:
+        self._refill(now)
+        return self.tokens >= 1.0
+
+    def take(self) -> None:
+        self.tokens -= 1.0
+
+    def wait_s(self, now: float) -> float:
+        self._refill(now)
+        return max(0.0, (1.0 - self.tokens) / self.rate)
+
+
+@dataclass(slots=True)
+class _Tenant:
+    limits: TenantLimits
+    bucket: TokenBucket
+    catchup: TokenBucket
+    inflight: int = 0
+    ready: dict[LaneClass, list[tuple[float, int, object]]] = field(
+        default_factory=lambda: {c: [] for c in LaneClass}
+    )
+
+
+class Admission(Generic[T]):
+    """Holds orders until they are ready and picks the next one to send (module docstring)."""
+
+    def __init__(
+        self,
+        limits: Callable[[str], TenantLimits],
+        *,
+        catchup_share: float = 0.1,
+        max_inflight: int = 256,
+    ) -> None:
+        self._limits = limits
+        self._share = catchup_share
+        self.max_inflight = max_inflight
+        self.inflight = 0
+        self._tenants: dict[str, _Tenant] = {}
+        self._delayed: list[tuple[float, int, str, LaneClass, T]] = []
+        self._seq = itertools.count()
+        self.held: dict[LaneClass, int] = dict.fromkeys(LaneClass, 0)
+
+    def _tenant(self, name: str, now: float) -> _Tenant:
+        t = self._tenants.get(name)
+        if t is None:
+            limits = self._limits(name)
+            t = _Tenant(
+                limits, TokenBucket(limits.rate, now), TokenBucket(limits.rate * self._share, now)
+            )
+            self._tenants[name] = t
+        return t
+
+    def add(self, item: T, tenant: str, klass: LaneClass, not_before: float, now: float) -> None:
+        """Hold ``item`` until ``not_before`` (unix seconds)."""
+        seq = next(self._seq)
+        self.held[klass] += 1
+        if not_before > now:
+            heapq.heappush(self._delayed, (not_before, seq, tenant, klass, item))
+        else:
+            heapq.heappush(self._tenant(tenant, now).ready[klass], (not_before, seq, item))
+
+    def _promote(self, now: float) -> None:
+        delayed = self._delayed
+        while delayed and delayed[0][0] <= now:
+            due, seq, tenant, klass, item = heapq.heappop(delayed)
+            heapq.heappush(self._tenant(tenant, now).ready[klass], (due, seq, item))
+
+    def pop(self, now: float) -> tuple[T, str, Tier] | None:
+        """The next order to send, its tenant and tier, counted as in flight until
+        :meth:`release`; None when no slot is free or nothing may go now."""
+        self._promote(now)
+        if self.inflight >= self.max_inflight:
+            return None
+        best: tuple[float, int, str, LaneClass, Tier] | None = None
+        for tier, klass in (
+            (Tier.ON_TIME, LaneClass.ON_TIME),
+            (Tier.OVER_QUOTA, LaneClass.ON_TIME),
+            (Tier.CATCH_UP, LaneClass.CATCH_UP),
+            (Tier.BACKFILL, LaneClass.BACKFILL),
+        ):
+            for name, t in self._tenants.items():
+                heap = t.ready[klass]
+                if not heap or t.inflight >= t.limits.inflight:
+                    continue
+                if best is not None and heap[0][:2] >= best[:2]:
+                    continue
+                if tier is not Tier.OVER_QUOTA and not t.bucket.has(now):
+                    continue
+                if tier is Tier.CATCH_UP and not t.catchup.has(now):
+                    continue
+                best = (heap[0][0], heap[0][1], name, klass, tier)
+            if best is not None:
+                break
+        if best is None:
+            return None
+        _, _, name, klass, tier = best
+        t = self._tenants[name]
+        _, _, item = heapq.heappop(t.ready[klass])
+        if tier is not Tier.OVER_QUOTA:
+            t.bucket.take()
+        if tier is Tier.CATCH_UP:
+            t.catchup.take()
+        t.inflight += 1
+        self.inflight += 1
+        self.held[klass] -= 1
+        return item, name, tier  # type: ignore[return-value]
+
+    def release(self, tenant: str) -> None:
+        """A send of ``tenant`` (from :meth:`pop`) ended."""
+        self._tenants[tenant].inflight -= 1
+        self.inflight -= 1
+
+    def wake_in(self, now: float) -> float | None:
+        """Seconds until something may become sendable (a delayed order due, a token refilled);
+        None when nothing is held. 0 means: call :meth:`pop` now."""
+        waits: list[float] = []
+        if self._delayed:
+            waits.append(max(0.0, self._delayed[0][0] - now))
+        for t in self._tenants.values():
+            if t.inflight >= t.limits.inflight:
+                continue
+            if t.ready[LaneClass.ON_TIME]:
+                waits.append(0.0)
+            for klass in (LaneClass.CATCH_UP, LaneClass.BACKFILL):
+                if t.ready[klass]:
+                    wait = t.bucket.wait_s(now)
+                    if klass is LaneClass.CATCH_UP:
+                        wait = max(wait, t.catchup.wait_s(now))
+                    waits.append(wait)
+        return min(waits) if waits else None
+
+    def purge(self, keep: Callable[[T], bool]) -> int:
+        """Drop every held (not in-flight) order for which ``keep`` is false; the count."""
+        dropped = 0
+        kept_delayed = [e for e in self._delayed if keep(e[4])]
+        for e in self._delayed:
+            if not keep(e[4]):
+                self.held[e[3]] -= 1
+                dropped += 1
+        heapq.heapify(kept_delayed)
+        self._delayed = kept_delayed
+        for t in self._tenants.values():
+            for klass, heap in t.ready.items():
+                kept = [e for e in heap if keep(e[2])]  # type: ignore[arg-type]
+                dropped += len(heap) - len(kept)
+                self.held[klass] -= len(heap) - len(kept)
+                heapq.heapify(kept)
+                t.ready[klass] = kept
+        return dropped
+
+    def __len__(self) -> int:
+        return sum(self.held.values())

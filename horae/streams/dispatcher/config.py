@@ -1,0 +1,108 @@
+"""Configuration of one dispatcher process (built from :class:`horae.settings.Settings`)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from horae.dispatch import SenderConfig, SigningKeys
+from horae.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLimits:
+    """``rate``: the tenant's dispatch quota (dispatches/s; in-quota work goes first, over-quota
+    work only uses spare capacity); ``inflight``: hard cap on its concurrent sends."""
+
+    rate: float = 100.0
+    inflight: int = 64
+
+
+@dataclass(frozen=True)
+class DispatcherConfig:
+    """Everything a :class:`~horae.streams.dispatcher.worker.Dispatcher` needs.
+
+    ``webhook_secrets``: ref -> ``whsec_`` secret (``Target.secret_refs`` name them, current
+    first); ``platform_key``: signs the paused versions the breaker writes (None: the breaker
+    only emits ``schedule.failed``); ``tenant_keys``: the tenants' definition keys, used to find a
+    trigger's latest accepted version."""
+
+    bootstrap: str
+    prefix: str
+    slot: str
+    allow: tuple[str, ...] = ()
+    sender: SenderConfig = field(default_factory=SenderConfig)
+    max_inflight: int = 256
+    default_limits: TenantLimits = field(default_factory=TenantLimits)
+    tenant_limits: Mapping[str, TenantLimits] = field(default_factory=dict)
+    catchup_share: float = 0.1
+    breaker_threshold: int = 5
+    webhook_secrets: Mapping[str, str] = field(default_factory=dict)
+    callback_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    callback_ttl_s: int = 3600
+    platform_key_id: str = "horae-platform"
+    platform_key: bytes | None = None
+    tenant_keys: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
+    session_timeout_ms: int = 10_000
+    commit_interval_s: float = 0.05  # most time a finished attempt waits for its transaction
+    max_open_per_partition: int = 20_000  # consumed, unfinished orders before a partition pauses
+
+    def limits(self, tenant: str) -> TenantLimits:
+        return self.tenant_limits.get(tenant, self.default_limits)
+
+    def signing_keys(self, refs: tuple[str, ...]) -> SigningKeys | None:
+        """The keys of a target's ``secret_refs`` (current first; a second ref signs too, for
+        rotation); None when no ref resolves (the attempt then fails: nothing unsigned leaves)."""
+        known = [self.webhook_secrets[r] for r in refs if r in self.webhook_secrets]
+        if not known:
+            return None
+        return SigningKeys.from_secrets(known[0], known[1] if len(known) > 1 else None)
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, bootstrap: str, slot: str, **overrides: object
+    ) -> DispatcherConfig:
+        default = TenantLimits(settings.dispatch_tenant_rate, settings.dispatch_tenant_inflight)
+        per_tenant = {
+            t: TenantLimits(
+                float(v.get("rate", default.rate)), int(v.get("inflight", default.inflight))
+            )
+            for t, v in settings.dispatch_tenant_limits.items()
+        }
+        if settings.callback_secret:
+            callback = settings.callback_secret.encode()
+        else:
+            log.warning("HORAE_CALLBACK_SECRET unset: callback tokens verify at this process only")
+            callback = secrets.token_bytes(32)
+        base = cls(
+            bootstrap=bootstrap,
+            prefix=settings.topic_prefix,
+            slot=slot,
+            allow=tuple(settings.dispatch_allow),
+            sender=SenderConfig(
+                connect_timeout_s=settings.dispatch_connect_timeout_s,
+                read_timeout_s=settings.dispatch_read_timeout_s,
+                deadline_s=settings.dispatch_deadline_s,
+                max_body_bytes=settings.dispatch_max_body_bytes,
+                pool_size=max(settings.dispatch_max_inflight, 1),
+            ),
+            max_inflight=settings.dispatch_max_inflight,
+            default_limits=default,
+            tenant_limits=per_tenant,
+            catchup_share=settings.dispatch_catchup_share,
+            breaker_threshold=settings.dispatch_breaker_threshold,
+            webhook_secrets=dict(settings.webhook_secrets),
+            callback_secret=callback,
+            callback_ttl_s=settings.callback_ttl_s,
+            platform_key_id=settings.platform_key_id,
+            platform_key=settings.platform_key.encode() if settings.platform_key else None,
+            tenant_keys={
+                t: {k: v.encode() for k, v in keys.items()}
+                for t, keys in settings.tenant_keys.items()
+            },
+        )
+        return replace(base, **overrides)  # type: ignore[arg-type]

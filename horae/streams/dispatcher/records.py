@@ -1,0 +1,218 @@
+"""The records of one finished attempt (pure: times are arguments).
+
+Every attempt yields an :class:`~horae.contracts.events.Attempt` (topic ``attempts``). Then
+exactly one of:
+
+- ``succeeded`` (2xx): a :class:`~horae.contracts.events.WorkOutcome` and ``schedule.succeeded``;
+- retry: a new :class:`~horae.contracts.events.DispatchOrder` with attempt n+1, lane ``retry``
+  (its class stays the origin lane, ``fire.lane``) and ``not_before`` = the retry time, the same
+  fire key;
+- ``failed`` (a final verdict: 4xx other than 408/425/429, redirect, refused address, no secret):
+  outcome and ``schedule.failed``;
+- ``exhausted`` (attempt budget, or the retry would not start before the trigger's next instant,
+  ``order.deadline``): outcome, ``schedule.failed`` and the order on the DLQ;
+- ``unknown`` (exhausted, and the last attempt may have reached the target: timed out after
+  sending): like exhausted; the outcome says ``exhausted`` with error ``unknown: ...`` until
+  :class:`~horae.contracts.events.OutcomeState` has an ``unknown`` symbol.
+
+Kafka headers carried from attempt to attempt (:class:`Carry`): the first attempt's start (for the
+outcome), the attempt budget base (a redrive restarts the budget) and the DLQ record a redrive came
+from (``horae-redrive-of``), so every later record links to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from horae.contracts import events as ev
+from horae.dispatch import AttemptResult, TransportResult
+from horae.streams.planner.records import event_id
+
+H_FIRST = "horae-first-attempt-ms"
+H_BASE = "horae-budget-base"
+H_REDRIVE = "horae-redrive-of"
+
+Headers = Sequence[tuple[str, str | bytes | None]]
+
+
+class Verdict(StrEnum):
+    SUCCEEDED = "succeeded"
+    RETRY = "retry"
+    FAILED = "failed"
+    EXHAUSTED = "exhausted"
+    UNKNOWN = "unknown"
+
+
+TERMINAL_FAILURES = frozenset({Verdict.FAILED, Verdict.EXHAUSTED, Verdict.UNKNOWN})
+
+
+@dataclass(frozen=True, slots=True)
+class Carry:
+    """What travels in the headers of a fire's orders (see the module docstring)."""
+
+    first_attempt_ms: int | None = None
+    budget_base: int = 0
+    redrive_of: str | None = None
+
+    @classmethod
+    def from_headers(cls, headers: Headers | dict[str, str | bytes | None] | None) -> Carry:
+        pairs = headers.items() if isinstance(headers, dict) else headers or ()
+        found = {k: v for k, v in pairs if isinstance(v, bytes)}
+        first = found.get(H_FIRST)
+        base = found.get(H_BASE)
+        redrive = found.get(H_REDRIVE)
+        return cls(
+            int(first) if first and first.isdigit() else None,
+            int(base) if base and base.isdigit() else 0,
+            redrive.decode(errors="replace") if redrive else None,
+        )
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        out = []
+        if self.first_attempt_ms is not None:
+            out.append((H_FIRST, str(self.first_attempt_ms).encode()))
+        if self.budget_base:
+            out.append((H_BASE, str(self.budget_base).encode()))
+        if self.redrive_of is not None:
+            out.append((H_REDRIVE, self.redrive_of.encode()))
+        return out
+
+
+_CONTRACT_RESULT = {
+    TransportResult.OK: ev.TransportResult.OK,
+    TransportResult.HTTP_ERROR: ev.TransportResult.HTTP_ERROR,
+    TransportResult.REDIRECT_REFUSED: ev.TransportResult.HTTP_ERROR,
+    TransportResult.REFUSED_SSRF: ev.TransportResult.REFUSED_ADDRESS,
+    TransportResult.DNS_ERROR: ev.TransportResult.CONNECT_ERROR,
+    TransportResult.TIMEOUT_CONNECT: ev.TransportResult.CONNECT_ERROR,
+    TransportResult.CONNECTION_ERROR: ev.TransportResult.CONNECT_ERROR,
+    TransportResult.TLS_ERROR: ev.TransportResult.TLS_ERROR,
+    TransportResult.TIMEOUT_READ: ev.TransportResult.TIMEOUT,
+    TransportResult.CONNECTION_LOST: ev.TransportResult.UNKNOWN,
+    TransportResult.PROTOCOL_ERROR: ev.TransportResult.UNKNOWN,
+}
+
+
+def at_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def ms_of(when: datetime) -> int:
+    return round(when.timestamp() * 1000)
+
+
+def attempt_record(
+    order: ev.DispatchOrder,
+    result: AttemptResult | None,
+    *,
+    started_ms: int,
+    ended_ms: int,
+    next_attempt_ms: int | None,
+    error: str | None = None,
+) -> ev.Attempt:
+    """The history record of attempt ``order.attempt``. ``result`` None: nothing was sent
+    (``error`` says why). ``error`` keeps the sender's precise result and detail."""
+    fire = order.fire
+    if result is None:
+        transport, status, retry_after = ev.TransportResult.REFUSED_ADDRESS, None, None
+    else:
+        transport = _CONTRACT_RESULT[result.transport_result]
+        status, retry_after = result.status, result.retry_after_s
+        detail = f"{result.transport_result.value}: {result.detail}" if result.detail else None
+        error = error or (None if transport is ev.TransportResult.OK else detail)
+        if error is None and transport is not ev.TransportResult.OK:
+            error = result.transport_result.value
+    return ev.Attempt(
+        fire_key=fire.fire_key,
+        key_hash=fire.key_hash,
+        tenant=fire.tenant,
+        trigger_id=fire.trigger_id,
+        n=order.attempt,
+        lane=order.lane,
+        started_at=at_ms(started_ms),
+        ended_at=at_ms(ended_ms),
+        transport_result=transport,
+        duration_ms=max(0, ended_ms - started_ms),
+        http_status=status,
+        error=error[:2000] if error else None,
+        retry_after_s=retry_after,
+        next_attempt_at=at_ms(next_attempt_ms) if next_attempt_ms is not None else None,
+    )
+
+
+def retry_order(order: ev.DispatchOrder, not_before_ms: int) -> ev.DispatchOrder:
+    """Attempt n+1 of the same fire on the retry lane (origin lane kept in ``fire.lane``)."""
+    return replace(
+        order, lane=ev.Lane.RETRY, attempt=order.attempt + 1, not_before=at_ms(not_before_ms)
+    )
+
+
+def outcome_record(
+    order: ev.DispatchOrder,
+    verdict: Verdict,
+    *,
+    first_attempt_ms: int,
+    last_attempt_ms: int,
+    now_ms: int,
+    http_status: int | None,
+    error: str | None,
+) -> ev.WorkOutcome:
+    """The dispatch outcome of a fire (``unknown`` is written as ``exhausted``, see above)."""
+    state = {
+        Verdict.SUCCEEDED: ev.OutcomeState.SUCCEEDED,
+        Verdict.FAILED: ev.OutcomeState.FAILED,
+        Verdict.EXHAUSTED: ev.OutcomeState.EXHAUSTED,
+        Verdict.UNKNOWN: ev.OutcomeState.EXHAUSTED,
+    }[verdict]
+    if verdict is Verdict.UNKNOWN:
+        error = f"unknown: {error or 'the last attempt timed out after sending'}"
+    fire = order.fire
+    return ev.WorkOutcome(
+        fire_key=fire.fire_key,
+        key_hash=fire.key_hash,
+        tenant=fire.tenant,
+        trigger_id=fire.trigger_id,
+        state=state,
+        attempts=order.attempt,
+        decided_at=at_ms(now_ms),
+        first_attempt_at=at_ms(first_attempt_ms),
+        last_attempt_at=at_ms(last_attempt_ms),
+        http_status=http_status,
+        error=error[:2000] if error else None,
+    )
+
+
+def fire_event(
+    order: ev.DispatchOrder,
+    verdict: Verdict,
+    *,
+    now_ms: int,
+    http_status: int | None,
+    cause: str | None,
+) -> ev.ScheduleEvent:
+    """``schedule.succeeded`` or ``schedule.failed`` about one fire (deterministic event id)."""
+    fire = order.fire
+    kind = (
+        ev.ScheduleEventType.SUCCEEDED
+        if verdict is Verdict.SUCCEEDED
+        else ev.ScheduleEventType.FAILED
+    )
+    return ev.ScheduleEvent(
+        event_id=event_id(kind.value, fire.fire_key, order.attempt),
+        type=kind.value,
+        tenant=fire.tenant,
+        trigger_id=fire.trigger_id,
+        emitted_at=at_ms(now_ms),
+        trigger_version=fire.trigger_version,
+        fire_key=fire.fire_key,
+        key_hash=fire.key_hash,
+        origin=fire.origin,
+        scheduled_at=fire.scheduled_at,
+        due_at=fire.due_at,
+        cause=None if verdict is Verdict.SUCCEEDED else f"{verdict.value}: {cause or ''}"[:500],
+        attempt=order.attempt,
+        http_status=http_status,
+    )

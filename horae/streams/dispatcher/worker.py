@@ -1,0 +1,180 @@
+"""The dispatcher process: an asyncio loop that sends, fed and committed by the Kafka thread.
+
+``Dispatcher.run(stop)`` (blocking; ``stop`` is a :class:`threading.Event`):
+
+1. the :class:`~.pump.Pump` thread consumes lane orders and hands them to the loop, which holds
+   them in :class:`~.admission.Admission` (delayed until ``not_before``; priorities, quotas and
+   shedding order there);
+2. whenever a send slot is free, the next order is sent (:func:`~.deliver.attempt_once`),
+   concluded (:func:`~.deliver.conclude`) and handed back to the pump, which commits its records
+   with the lane offset in one transaction;
+3. an order whose partition was rewound or revoked meanwhile is dropped unsent (it is consumed
+   again); a concluded attempt of such an order is discarded by the pump;
+4. optional: the outcome-callback server (:mod:`.callback`) on ``callback_port``.
+
+Guarantee: at-least-once. A fire whose order is committed on a lane is sent until it is terminal,
+and every attempt carries the same fire key; a crash at any point re-sends, never loses.
+On stop: no new sends, in-flight sends finish (up to the attempt deadline), a last commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from horae.dispatch import AddressPolicy, HttpSender, ReplayGuard
+from horae.dispatch.ssrf import Resolver
+from horae.streams.dispatcher.admission import Admission, lane_class
+from horae.streams.dispatcher.config import DispatcherConfig
+from horae.streams.dispatcher.deliver import attempt_once, conclude
+from horae.streams.dispatcher.metrics import DispatcherMetrics, target_class
+from horae.streams.dispatcher.pump import Finished, Item, Pump
+
+log = logging.getLogger(__name__)
+RETRY_INTERNAL_S = 5.0  # an attempt that crashed inside the dispatcher is tried again after this
+
+
+class Dispatcher:
+    """One dispatcher worker (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: DispatcherConfig,
+        *,
+        metrics: DispatcherMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+        resolver: Resolver | None = None,
+        callback_port: int | None = None,
+        callback_host: str = "127.0.0.1",
+    ) -> None:
+        self.config = config
+        self.metrics = metrics or DispatcherMetrics()
+        self.clock = clock
+        self.admission: Admission[Item] = Admission(
+            config.limits, catchup_share=config.catchup_share, max_inflight=config.max_inflight
+        )
+        self.policy = AddressPolicy(config.allow, resolver)
+        self.sender = HttpSender(self.policy, config.sender, clock=clock)
+        self.replay = ReplayGuard()
+        self.callback_port = callback_port
+        self.callback_host = callback_host
+        self.callback_bound: int | None = None  # the port actually bound (0 picks one)
+        self.ready = threading.Event()  # set once the loop, sender and callback server are up
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.pump = Pump(config, self.metrics, self._items_from_thread, self._reset_from_thread)
+
+    # --- called on the Kafka thread ------------------------------------------------------------
+    def _items_from_thread(self, items: list[Item]) -> None:
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._hold, items)
+
+    def _reset_from_thread(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._purge)
+
+    # --- the loop -------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        """Run until ``stop`` is set (blocking)."""
+        asyncio.run(self._main(stop))
+
+    async def _main(self, stop: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        await self.sender.start()
+        runner = None
+        if self.callback_port is not None:
+            from horae.streams.dispatcher.callback import start_callback_server
+
+            runner, self.callback_bound = await start_callback_server(
+                self, self.callback_host, self.callback_port
+            )
+        self.pump.start()
+        self.ready.set()
+        try:
+            while not stop.is_set():
+                self._fill()
+                await self._sleep()
+        finally:
+            await self._drain()
+            self.pump.stop.set()
+            await asyncio.to_thread(self.pump.join)
+            await self.sender.close()
+            if runner is not None:
+                await runner.cleanup()
+
+    async def _sleep(self) -> None:
+        assert self._wake is not None
+        wait = self.admission.wake_in(self.clock())
+        if self.admission.inflight >= self.admission.max_inflight or wait is None:
+            wait = 0.1
+        wait = min(max(wait, 0.001), 0.1)
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), wait)
+        self.metrics.inflight.set(self.admission.inflight)
+        for klass, n in self.admission.held.items():
+            self.metrics.held.labels(klass.value).set(n)
+
+    async def _drain(self) -> None:
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=self.config.sender.deadline_s + 1)
+
+    def _hold(self, items: list[Item]) -> None:
+        now = self.clock()
+        for item in items:
+            order = item.order
+            self.admission.add(
+                item, order.fire.tenant, lane_class(order), order.not_before.timestamp(), now
+            )
+        assert self._wake is not None
+        self._wake.set()
+
+    def _purge(self) -> None:
+        dropped = self.admission.purge(self.pump.is_current)
+        if dropped:
+            log.info("dropped %d held orders of rewound or revoked partitions", dropped)
+
+    def _fill(self) -> None:
+        assert self._loop is not None
+        now = self.clock()
+        while (got := self.admission.pop(now)) is not None:
+            item, tenant, _tier = got
+            if not self.pump.is_current(item):
+                self.admission.release(tenant)
+                continue
+            task = self._loop.create_task(self._send(item, tenant))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, item: Item, tenant: str) -> None:
+        try:
+            order = item.order
+            sent = await attempt_once(order, self.config, self.sender, self.clock)
+            conclusion = conclude(order, item.carry, sent)
+            result = sent.result
+            self.metrics.attempts.labels(
+                result.transport_result.value if result else "not_sent",
+                target_class(result.status if result else None),
+            ).inc()
+            if order.attempt == 1 and item.carry.budget_base == 0:
+                scheduled = order.fire.scheduled_at.timestamp()
+                self.metrics.lateness.observe(max(0.0, sent.started_ms / 1000 - scheduled))
+            self.pump.finish(Finished(item, conclusion))
+        except Exception:  # a bug, not a delivery failure: never lose the order
+            log.exception("attempt of %s crashed; trying again later", item.order.fire.fire_key)
+            self._hold_later(item)
+        finally:
+            self.admission.release(tenant)
+            assert self._wake is not None
+            self._wake.set()
+
+    def _hold_later(self, item: Item) -> None:
+        order = item.order
+        at = self.clock() + RETRY_INTERNAL_S
+        self.admission.add(item, order.fire.tenant, lane_class(order), at, self.clock())
