@@ -78,9 +78,14 @@ class FireKey:
         parts = text.split("/") if isinstance(text, str) else []
         if len(parts) != 6 or parts[0] != VERSION or not parts[4].isdigit():
             raise ValidationError("fire_key", text, "not a canonical v1 fire key")
+        try:
+            tenant = unquote(parts[1], errors="strict")
+            trigger = unquote(parts[2], errors="strict")
+        except UnicodeDecodeError:
+            raise ValidationError("fire_key", text, "invalid percent-encoding") from None
         return cls(
-            tenant=unquote(parts[1], errors="strict"),
-            trigger=unquote(parts[2], errors="strict"),
+            tenant=tenant,
+            trigger=trigger,
             scheduled=parse_instant(parts[3], "fire_key.scheduled", whole_seconds=True),
             sequence=int(parts[4]),
             origin=enum_value(Origin, parts[5], "fire_key.origin"),
