@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import json
 import multiprocessing as mp
+import os
 import statistics
 import threading
 import time
@@ -69,7 +70,19 @@ def delete_topics(bootstrap: str, names: list[str]) -> None:
             f.result(timeout=30)
 
 
-def throughput(bootstrap: str, database_url: str, fires: int) -> dict[str, float]:
+def backend_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) of a local process, None if it is not visible here."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def throughput(
+    bootstrap: str, database_url: str, fires: int, batch_records: int
+) -> dict[str, float]:
     prefix, schema = f"bench{uuid.uuid4().hex[:8]}.", f"bench_{uuid.uuid4().hex[:8]}"
     names = create_topics(bootstrap, prefix)
     try:
@@ -80,9 +93,15 @@ def throughput(bootstrap: str, database_url: str, fires: int) -> dict[str, float
         print(f"produced {records} records in {time.monotonic() - t0:.1f}s")
         ends = end_offsets(bootstrap, names)
         rows = [0]
+        backend_cpu = [0.0, -1.0]  # latest reading, first reading
 
         def hook(batch: Batch, result: ApplyResult) -> None:
             rows[0] += result.total_rows
+            cpu = backend_cpu_s(projector.store.conn.info.backend_pid)
+            if cpu is not None:
+                backend_cpu[0] = cpu
+                if backend_cpu[1] < 0:
+                    backend_cpu[1] = cpu
 
         config = ProjectorConfig(
             bootstrap,
@@ -90,19 +109,24 @@ def throughput(bootstrap: str, database_url: str, fires: int) -> dict[str, float
             schema,
             prefix,
             stop_at=ends,
-            batch_records=10_000,
+            batch_records=batch_records,
             batch_ms=200,
         )
         projector = Projector(config, ProjectionMetrics(), on_batch=hook)
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), time.process_time()
         projector.run(threading.Event())
-        elapsed = time.monotonic() - t0
+        elapsed, cpu = time.monotonic() - t0, time.process_time() - cpu0
         rate = rows[0] / elapsed
         print(
             f"projected {rows[0]} rows ({projector.stats.records} records, "
             f"{projector.stats.batches} batches) in {elapsed:.1f}s: {rate:,.0f} rows/s"
         )
-        return {"rows": rows[0], "seconds": elapsed, "rows_per_s": rate}
+        out = {"rows": rows[0], "seconds": elapsed, "rows_per_s": rate}
+        out["projector_cpu_us_per_row"] = cpu / rows[0] * 1e6
+        if backend_cpu[1] >= 0:  # the PostgreSQL backend is local: its CPU too (first batch on)
+            out["postgres_cpu_us_per_row"] = (backend_cpu[0] - backend_cpu[1]) / rows[0] * 1e6
+        print("CPU per row: " + ", ".join(f"{k} {v:.1f}" for k, v in out.items() if "cpu" in k))
+        return out
     finally:
         delete_topics(bootstrap, names)
         with psycopg.connect(database_url, autocommit=True) as conn:
@@ -207,22 +231,31 @@ def main() -> None:
     parser.add_argument("--fires", type=int, default=100_000)
     parser.add_argument("--rate", type=int, default=5_000)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--batch-records", type=int, default=5000)
+    parser.add_argument("--only", choices=["throughput", "lag"], default=None)
     args = parser.parse_args()
     bootstrap, database_url = services()
-    tp = throughput(bootstrap, database_url, args.fires)
-    lg = lag(bootstrap, database_url, args.rate, args.seconds)
-    print(
-        json.dumps(
-            {
-                "rows_per_s": round(tp["rows_per_s"]),
-                "lag_s": round(lg["lag_p99_s"], 3),
-                "lag_p50_s": round(lg["lag_p50_s"], 3),
-                "lag_max_s": round(lg["lag_max_s"], 3),
-                "planner_fires_per_s": round(lg["produced_per_s"]),
-                "rows": tp["rows"],
-            }
-        )
-    )
+    tp: dict[str, float] = {}
+    lg: dict[str, float] = {}
+    if args.only in (None, "throughput"):
+        tp = throughput(bootstrap, database_url, args.fires, args.batch_records)
+    if args.only in (None, "lag"):
+        lg = lag(bootstrap, database_url, args.rate, args.seconds)
+
+    def r(d: dict[str, float], key: str, digits: int = 0) -> float | None:
+        return round(d[key], digits) if key in d else None
+
+    summary = {
+        "rows_per_s": r(tp, "rows_per_s"),
+        "lag_s": r(lg, "lag_p99_s", 3),
+        "lag_p50_s": r(lg, "lag_p50_s", 3),
+        "lag_max_s": r(lg, "lag_max_s", 3),
+        "planner_fires_per_s": r(lg, "produced_per_s"),
+        "rows": r(tp, "rows"),
+        "projector_cpu_us_per_row": r(tp, "projector_cpu_us_per_row", 1),
+        "postgres_cpu_us_per_row": r(tp, "postgres_cpu_us_per_row", 1),
+    }
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from horae.projections.sqlfiles import sql
 #: merge statements per staging table, in order
 MERGES: dict[Stage, tuple[str, ...]] = {
     Stage.DEFINITIONS: ("merge/definitions", "merge/triggers"),
-    Stage.FIRES: ("merge/fires",),  # fire_duplicates runs separately (it returns rows)
+    Stage.FIRES: ("merge/fires",),  # returns one row per duplicate record
     Stage.ATTEMPTS: ("merge/attempts", "merge/attempts_fires"),
     Stage.OUTCOMES: ("merge/outcomes",),
     Stage.SCHEDULE_EVENTS: ("merge/schedule_events",),
@@ -146,7 +146,6 @@ class ProjectionStore:
                 for name in MERGES[stage]:
                     cur.execute(sql(name))
                 if stage is Stage.FIRES:
-                    cur.execute(sql("merge/fire_duplicates"))
                     for (identical,) in cur.fetchall():
                         if identical:
                             result.duplicates_identical += 1
