@@ -1,0 +1,141 @@
+"""The verdict and records of one attempt (pure): retry, truncation at the next instant, budget,
+final 4xx, unknown, missing secret, redrive budget base; headers carried; the breaker's count."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from horae.contracts import events as ev
+from horae.contracts.topics import Topic
+from horae.dispatch import AttemptResult, TransportResult
+from horae.domain.keys import FireKey
+from horae.streams.dispatcher.breaker import Breaker
+from horae.streams.dispatcher.deliver import Sent, conclude
+from horae.streams.dispatcher.records import Carry, Verdict
+from horae.streams.dispatcher.redrive import DlqEntry, redrive_order
+
+T0 = 1_750_000_000
+KEY = FireKey("acme", "g", T0)
+
+
+def order(
+    attempt: int = 1, deadline: datetime | None = None, max_attempts: int = 5
+) -> ev.DispatchOrder:
+    at = datetime.fromtimestamp(T0, UTC)
+    fire = ev.FireRecord(
+        fire_key=KEY.canonical(),
+        key_hash=KEY.short_hash(),
+        tenant="acme",
+        trigger_id="g",
+        origin=ev.Origin.SCHEDULED,
+        scheduled_at=at,
+        sequence=0,
+        jitter_ms=0,
+        due_at=at,
+        decided_at=at,
+        state=ev.FireState.FIRED,
+        trigger_version=1,
+        tzdata_version="x",
+        target_kind=ev.TargetKind.WEBHOOK,
+        lane=ev.Lane.CATCH_UP,
+    )
+    return ev.DispatchOrder(
+        fire=fire,
+        target=ev.Target(kind=ev.TargetKind.WEBHOOK, url="https://x.example/h"),
+        lane=ev.Lane.CATCH_UP if attempt == 1 else ev.Lane.RETRY,
+        attempt=attempt,
+        not_before=at,
+        retry=ev.RetryPolicy(max_attempts=max_attempts, base_s=1.0, max_s=60, jitter_ratio=0.0),
+        deadline=deadline,
+    )
+
+
+def sent(tr: TransportResult, status: int | None = None, retry_after: float | None = None) -> Sent:
+    start = T0 * 1000 + 100
+    return Sent(AttemptResult(tr, status, 0.01, retry_after), start, start + 10)
+
+
+def topics(c: object) -> list[Topic]:
+    return [e.topic for e in c.emits]  # type: ignore[attr-defined]
+
+
+def test_success_records_attempt_outcome_and_event() -> None:
+    c = conclude(order(), Carry(), sent(TransportResult.OK, 200))
+    assert c.verdict is Verdict.SUCCEEDED
+    assert topics(c) == [Topic.ATTEMPTS, Topic.OUTCOMES, Topic.SCHEDULE_EVENTS]
+
+
+def test_5xx_retries_on_the_retry_lane_with_the_same_key_and_origin() -> None:
+    c = conclude(order(), Carry(), sent(TransportResult.HTTP_ERROR, 503))
+    assert c.verdict is Verdict.RETRY
+    retry = c.emits[1]
+    assert retry.topic is Topic.LANE_RETRY and retry.key == KEY.canonical()
+    assert isinstance(retry.event, ev.DispatchOrder)
+    assert retry.event.attempt == 2 and retry.event.lane is ev.Lane.RETRY
+    assert retry.event.fire.lane is ev.Lane.CATCH_UP
+    assert retry.event.not_before == datetime.fromtimestamp(T0, UTC) + timedelta(seconds=1.11)
+    assert Carry.from_headers(retry.headers).first_attempt_ms == T0 * 1000 + 100
+    attempt = c.emits[0].event
+    assert isinstance(attempt, ev.Attempt) and attempt.next_attempt_at == retry.event.not_before
+
+
+def test_retry_after_is_a_floor() -> None:
+    c = conclude(order(), Carry(), sent(TransportResult.HTTP_ERROR, 429, retry_after=30))
+    retry = c.emits[1].event
+    assert isinstance(retry, ev.DispatchOrder)
+    assert retry.not_before >= datetime.fromtimestamp(T0, UTC) + timedelta(seconds=30)
+
+
+def test_truncated_at_the_next_instant_is_exhausted_into_the_dlq() -> None:
+    deadline = datetime.fromtimestamp(T0 + 1, UTC)  # the retry would start at T0 + 1.11 s
+    c = conclude(order(deadline=deadline), Carry(), sent(TransportResult.HTTP_ERROR, 500))
+    assert c.verdict is Verdict.EXHAUSTED and "next instant" in (c.cause or "")
+    assert topics(c) == [Topic.ATTEMPTS, Topic.OUTCOMES, Topic.SCHEDULE_EVENTS, Topic.DLQ]
+
+
+def test_budget_and_final_4xx() -> None:
+    last = conclude(order(attempt=5), Carry(), sent(TransportResult.HTTP_ERROR, 500))
+    assert last.verdict is Verdict.EXHAUSTED and "attempt budget" in (last.cause or "")
+    final = conclude(order(), Carry(), sent(TransportResult.HTTP_ERROR, 404))
+    assert final.verdict is Verdict.FAILED
+    assert Topic.DLQ not in topics(final)
+
+
+def test_timed_out_after_sending_on_the_last_attempt_is_unknown() -> None:
+    c = conclude(order(attempt=5), Carry(), sent(TransportResult.TIMEOUT_READ))
+    assert c.verdict is Verdict.UNKNOWN
+    outcome = c.emits[1].event
+    assert isinstance(outcome, ev.WorkOutcome)
+    assert outcome.state is ev.OutcomeState.EXHAUSTED and (outcome.error or "").startswith(
+        "unknown"
+    )
+    assert Topic.DLQ in topics(c)
+
+
+def test_nothing_sent_without_a_secret_is_a_final_failure() -> None:
+    c = conclude(order(), Carry(), Sent(None, T0 * 1000, T0 * 1000, "no signing secret"))
+    assert c.verdict is Verdict.FAILED and "no signing secret" in (c.cause or "")
+
+
+def test_redrive_restarts_the_budget_and_links_to_the_dlq_record() -> None:
+    dlq = order(attempt=5)
+    entry = DlqEntry("p.dlq", 2, 41, dlq, "exhausted")
+    again, carry = redrive_order(entry, datetime.fromtimestamp(T0 + 999, UTC))
+    assert again.attempt == 6 and again.deadline is None and again.fire == dlq.fire
+    assert carry.redrive_of == "p.dlq:2:41" and carry.budget_base == 5
+    c = conclude(again, carry, sent(TransportResult.HTTP_ERROR, 500))
+    assert c.verdict is Verdict.RETRY  # attempt 1 of a fresh budget
+    assert all(Carry.from_headers(e.headers).redrive_of == "p.dlq:2:41" for e in c.emits)
+
+
+def test_breaker_counts_consecutive_failed_fires_only() -> None:
+    b = Breaker(3)
+    assert b.observe("k", Verdict.FAILED) is None
+    assert b.observe("k", Verdict.RETRY) is None
+    assert b.observe("k", Verdict.EXHAUSTED) is None
+    assert b.observe("k", Verdict.SUCCEEDED) is None  # resets
+    for _ in range(2):
+        assert b.observe("k", Verdict.UNKNOWN) is None
+    assert b.observe("k", Verdict.FAILED) == 3
+    assert b.observe("k", Verdict.FAILED) is None  # starts again after a trip
+    assert Breaker(0).observe("k", Verdict.FAILED) is None
