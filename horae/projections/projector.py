@@ -27,6 +27,7 @@ the end).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -179,8 +180,9 @@ class Projector:
         for tp in partitions:
             key = (tp.topic, tp.partition)
             self.positions.pop(key, None)
-            self.metrics.lag_records.remove(self.config.schema, tp.topic, str(tp.partition))
-            self.metrics.lag_seconds.remove(self.config.schema, tp.topic, str(tp.partition))
+            for gauge in (self.metrics.lag_records, self.metrics.lag_seconds):
+                with contextlib.suppress(KeyError):  # never set for this partition
+                    gauge.remove(self.config.schema, tp.topic, str(tp.partition))
         consumer.unassign()
 
     def _assign_all(self, consumer: Consumer) -> None:
