@@ -21,6 +21,10 @@ CATALOG_QUERIES = {
     "indexes": """
         SELECT tablename, indexname, replace(indexdef, %(s)s || '.', '')
         FROM pg_indexes WHERE schemaname = %(s)s ORDER BY 2""",
+    "storage": """
+        SELECT c.relname, c.relkind, coalesce(array_to_string(c.reloptions, ','), '')
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = %(s)s ORDER BY 1""",
     "views": """
         SELECT viewname,
                pg_get_viewdef((quote_ident(schemaname) || '.' || quote_ident(viewname))::regclass)
@@ -39,18 +43,19 @@ def catalog(db: psycopg.Connection[Any], schema: str) -> dict[str, list[tuple[An
 
 def test_fresh_migrate_equals_schema_file(db: psycopg.Connection[Any], schema: str) -> None:
     migrated, loaded = schema, f"{schema}_shadow"
-    assert pschema.migrate(db, migrated) == ["0001_initial"]
+    assert pschema.migrate(db, migrated) == ["0001_initial", "0002_fires_fillfactor"]
     pschema.load_schema_file(db, loaded)
     got, want = catalog(db, migrated), catalog(db, loaded)
     got["columns"] = [r for r in got["columns"] if r[0] != "schema_migrations"]
     got["constraints"] = [r for r in got["constraints"] if "schema_migrations" not in r[1]]
     got["indexes"] = [r for r in got["indexes"] if r[0] != "schema_migrations"]
+    got["storage"] = [r for r in got["storage"] if "schema_migrations" not in r[0]]
     assert got == want
     assert got["columns"], "nothing compared"
 
 
 def test_migrate_is_idempotent(db: psycopg.Connection[Any], schema: str) -> None:
-    assert pschema.migrate(db, schema) == ["0001_initial"]
+    assert pschema.migrate(db, schema)[0] == "0001_initial"
     generation = pschema.generation(db, schema)
     assert pschema.migrate(db, schema) == []
     assert pschema.generation(db, schema) == generation

@@ -116,7 +116,7 @@ CREATE TABLE fires (
     lateness_ms double precision GENERATED ALWAYS AS (
         extract(epoch FROM (first_attempt_at - due_at))::double precision * 1000.0
     ) STORED
-) WITH (fillfactor = 85);  -- room for HOT updates when attempts and outcomes arrive
+);
 CREATE INDEX fires_trigger_scheduled ON fires (tenant, trigger_id, scheduled_at, fire_key);
 CREATE INDEX fires_tenant_due ON fires (tenant, due_at);
 
