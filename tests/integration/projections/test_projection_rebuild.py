@@ -32,8 +32,13 @@ def test_rebuild_equals_live_then_divergence_is_reported_and_swap_repairs(
     producer.send_raw(Topic.ATTEMPTS, "x", b"garbage", tk)  # undecodable
     producer.flush()
     ends = end_offsets(config.bootstrap, topics)
-    with running(Projector(config)):
+    live = Projector(config)
+    with running(live):
         wait_caught_up(db, config.schema, ends)
+    m, s = live.metrics, config.schema
+    assert m.duplicate_keys.labels(s, "different")._value.get() == 1
+    assert m.errors.labels(s, "framing")._value.get() == 1
+    assert m.rows.labels(s, "fires")._value.get() == 901  # the duplicate is staged, not applied
 
     shadow = f"{config.schema}_shadow"
     reports: list[Progress] = []
