@@ -38,7 +38,7 @@ def read_partition(
             return
         consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         while True:
-            batch = consumer.consume(POLL_BATCH, timeout=1.0)
+            batch = consumer.consume(POLL_BATCH, timeout=0.05)
             for msg in batch:
                 err = msg.error()
                 if err is not None:

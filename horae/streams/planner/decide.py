@@ -257,7 +257,7 @@ class Decider:
 
     def restore(
         self, d: ev.TriggerDefinition, state: ev.PlannerState | None, now: float
-    ) -> TriggerEntry | None:
+    ) -> TriggerEntry:
         """The entry of a trigger rebuilt from its definition and last committed state."""
         if state is None or state.last_decided is None:
             last = int(now)
