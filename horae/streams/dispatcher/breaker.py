@@ -100,6 +100,41 @@ def paused_version(
     return signing.sign(paused, key_id, key)
 
 
+def trip_outputs(
+    bootstrap: str,
+    definitions_topic: str,
+    partition: int,
+    tenant: str,
+    trigger_id: str,
+    cause: str,
+    *,
+    tenant_keys: Mapping[str, Mapping[str, bytes]],
+    platform_key_id: str,
+    platform_key: bytes | None,
+    now: datetime,
+) -> list[ev.TriggerDefinition | ev.ScheduleEvent]:
+    """What a trip writes (see the module docstring); empty when no live version exists."""
+    current = latest_definition(
+        bootstrap, definitions_topic, partition, tenant, trigger_id, tenant_keys
+    )
+    if current is None or current.state is not ev.DefinitionState.LIVE:
+        log.info("breaker for %s/%s: no live version to pause", tenant, trigger_id)
+        return []
+    out: list[ev.TriggerDefinition | ev.ScheduleEvent] = []
+    version = current.version
+    if platform_key is None:
+        log.error("breaker tripped for %s/%s but no platform key is set", tenant, trigger_id)
+    else:
+        paused = paused_version(current, cause, platform_key_id, platform_key, now)
+        version = paused.version
+        out.append(paused)
+    out.append(breaker_event(tenant, trigger_id, version, cause, now))
+    log.warning(
+        "breaker tripped: %s/%s paused as version %d (%s)", tenant, trigger_id, version, cause
+    )
+    return out
+
+
 def breaker_event(
     tenant: str, trigger_id: str, version: int, cause: str, now: datetime
 ) -> ev.ScheduleEvent:

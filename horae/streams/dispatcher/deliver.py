@@ -20,6 +20,7 @@ from horae.dispatch import (
     AttemptResult,
     HttpSender,
     Outcome,
+    TransportResult,
     attempt_headers,
     issue_token,
     plan_retry,
@@ -128,6 +129,8 @@ def conclude(order: ev.DispatchOrder, carry: Carry, sent: Sent) -> Conclusion:
     cause: str | None
     if result is None:
         verdict, cause = Verdict.FAILED, f"final: {sent.error}"
+    elif result.transport_result is TransportResult.OK:
+        verdict, cause = Verdict.SUCCEEDED, None  # the common case: no retry planning
     else:
         plan = plan_retry(
             result,
@@ -138,9 +141,7 @@ def conclude(order: ev.DispatchOrder, carry: Carry, sent: Sent) -> Conclusion:
             next_instant_ms=ms_of(order.deadline) if order.deadline is not None else None,
         )
         cause = plan.next.cause
-        if plan.verdict.reason == "delivered":
-            verdict = Verdict.SUCCEEDED
-        elif plan.next.at_ms is not None:
+        if plan.next.at_ms is not None:
             verdict, next_ms = Verdict.RETRY, plan.next.at_ms
         elif (cause or "").startswith("final"):
             verdict = Verdict.FAILED
@@ -148,9 +149,9 @@ def conclude(order: ev.DispatchOrder, carry: Carry, sent: Sent) -> Conclusion:
             verdict = Verdict.UNKNOWN
         else:
             verdict = Verdict.EXHAUSTED
-        if verdict is not Verdict.SUCCEEDED and result.detail:
+        if result.detail:
             cause = f"{cause}; {result.transport_result.value}: {result.detail}"
-        elif verdict is not Verdict.SUCCEEDED:
+        else:
             cause = f"{cause}; {result.transport_result.value} {status or ''}".rstrip()
     headers = carry.headers()
     key = fire.fire_key

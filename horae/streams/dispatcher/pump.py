@@ -1,21 +1,23 @@
-"""The dispatcher's Kafka thread: consumes the lanes and commits finished work transactionally.
+"""The dispatcher's Kafka side: a consumer thread and a committer thread.
 
-Every Kafka call happens on this one thread (rebalance callbacks included); the asyncio loop that
-sends only hands finished attempts over (:meth:`Pump.finish`, a thread-safe queue).
+The asyncio loop that sends only receives orders (``deliver``) and hands finished attempts back
+(:meth:`Pump.finish`, a thread-safe queue); it never calls Kafka.
 
-- The five lane topics are consumed in one group (``<prefix>dispatcher``; range assignment, so
-  partition *p* of every lane — one trigger's whole story — belongs to one member), read_committed,
-  auto-commit off, static membership per slot.
-- Consumed orders go to the loop with their (topic, partition, offset) and the partition's
-  *epoch*; each partition keeps a :class:`~.offsets.PartitionWindow`.
-- About every ``commit_interval_s``, ONE transaction (:class:`~horae.kafka.txn.
-  TransactionalProcessor`) carries every finished attempt's records (attempt, retry order,
-  outcome, DLQ, events) and each partition's commit point: a lane offset is committed only
-  together with, or after, the records that finish it. The ``transactional.id`` is stable per
-  slot, so a restarted dispatcher fences its killed predecessor.
-- A failed transaction rewinds every partition to its committed offset: all epochs change, the
-  loop drops what it holds, in-flight results of the old epochs are discarded, and the orders
-  are consumed (and sent) again. Revoked partitions are committed first, then dropped the same way.
+- *Consumer thread*: consumes the five lane topics in one group (``<prefix>dispatcher``; range
+  assignment, so partition *p* of every lane — one trigger's whole story — belongs to one member),
+  read_committed, auto-commit off, static membership per slot; registers each offset in its
+  partition's :class:`~.offsets.PartitionWindow` and tags the order with the partition's *epoch*.
+  It never waits for a transaction (only a rebalance does).
+- *Committer thread*: about every ``commit_interval_s``, ONE transaction
+  (:class:`~horae.kafka.txn.TransactionalProcessor`, ``transactional.id`` stable per slot, so a
+  restarted dispatcher fences its killed predecessor) carries every finished attempt's records
+  (attempt, retry order, outcome, DLQ, events) and each partition's commit point: a lane offset is
+  committed only together with, or after, the records that finish it.
+- A failed transaction: every epoch changes at once (the loop drops what it holds; attempts of old
+  epochs are discarded), and the consumer thread seeks every partition back to its committed
+  offset before it consumes anything more, so the orders are consumed (and sent) again.
+- Revoked partitions: the consumer thread commits what is finished (waiting for the committer's
+  transaction in progress), then drops them the same way.
 - A partition with ``max_open_per_partition`` unfinished orders is paused until half drain.
 """
 
@@ -29,19 +31,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import cast
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode, encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, lane_topic, topic_name
-from horae.kafka.txn import OutRecord, TransactionalProcessor, TransactionFailed
-from horae.streams.dispatcher.breaker import (
-    Breaker,
-    breaker_event,
-    latest_definition,
-    paused_version,
-)
+from horae.kafka.txn import COMMIT_TIMEOUT_S, OutRecord, TransactionalProcessor, TransactionFailed
+from horae.streams.dispatcher.breaker import Breaker, trip_outputs
 from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.deliver import Conclusion
 from horae.streams.dispatcher.metrics import DispatcherMetrics
@@ -70,9 +68,25 @@ class Finished:
     conclusion: Conclusion
 
 
+class _CommitterView:
+    """The consumer as the committer thread's transactions see it: the group metadata cached by
+    the consumer thread (librdkafka's ``consumer_group_metadata()`` blocks while another thread
+    is inside ``consume()``), and no assignment, so a failed transaction's rewind only notifies
+    (the consumer thread then seeks, :meth:`Pump._seek_committed`)."""
+
+    def __init__(self) -> None:
+        self.metadata: object | None = None
+
+    def consumer_group_metadata(self) -> object | None:
+        return self.metadata
+
+    def assignment(self) -> list[TopicPartition]:
+        return []
+
+
 class Pump:
-    """See the module docstring. ``deliver(items)`` and ``reset()`` are called on this thread;
-    they must hand over to the loop themselves (``call_soon_threadsafe``)."""
+    """See the module docstring. ``deliver(items)`` and ``reset()`` are called on the Kafka
+    threads; they must hand over to the loop themselves (``call_soon_threadsafe``)."""
 
     def __init__(
         self,
@@ -100,6 +114,7 @@ class Pump:
                 "session.timeout.ms": config.session_timeout_ms,
                 "heartbeat.interval.ms": max(500, config.session_timeout_ms // 5),
                 "max.poll.interval.ms": max(60_000, config.session_timeout_ms * 3),
+                "fetch.wait.max.ms": 100,
                 "log_level": 4,
             }
         )
@@ -113,26 +128,33 @@ class Pump:
             "queue.buffering.max.messages": 1_000_000,
             "log_level": 4,
         }
-        self.txn = TransactionalProcessor(self.consumer, producer_config, self._rewound)
+        self._view = _CommitterView()
+        self.txn = TransactionalProcessor(
+            cast(Consumer, self._view), producer_config, self._rewound
+        )
         self.breaker = Breaker(config.breaker_threshold)
         self._finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # windows, epochs, paused, pending records (brief holds)
+        self._txn_lock = threading.Lock()  # one transaction at a time
+        self._rewind_pending = threading.Event()
         self._windows: dict[TP, PartitionWindow] = {}
         self._epochs: dict[TP, int] = {}
         self._epoch_ids = itertools.count(1)
-        self._quarantine: list[OutRecord] = []
-        self._breaker_out: list[OutRecord] = []
+        self._pending: list[OutRecord] = []  # quarantine and breaker records for the next txn
         self._paused: set[TP] = set()
         self.stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     # --- the loop side's interface -----------------------------------------------------------
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name="dispatcher-kafka", daemon=True)
-        self._thread.start()
+        for target, name in ((self.run, "consumer"), (self._commit_loop, "committer")):
+            thread = threading.Thread(target=target, name=f"dispatcher-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
+        for thread in self._threads:
+            thread.join(timeout)
 
     def finish(self, finished: Finished) -> None:
         """Hand a concluded attempt over for the next transaction (thread-safe)."""
@@ -142,52 +164,56 @@ class Pump:
         """False once the item's partition was rewound or revoked: drop it, do not send it."""
         return self._epochs.get((item.topic, item.partition)) == item.epoch
 
-    # --- the thread --------------------------------------------------------------------------
+    # --- consumer thread ---------------------------------------------------------------------
     def run(self) -> None:
         lanes = [self._topics[lane_topic(lane)] for lane in ev.Lane]
         self.consumer.subscribe(
             lanes, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
-        last_commit = last_depth = time.monotonic()
+        last_depth = time.monotonic()
         try:
             while not self.stop.is_set():
+                if self._rewind_pending.is_set():
+                    self._seek_committed()
                 messages = self.consumer.consume(2000, timeout=0.02)
                 if messages:
                     self._accept(messages)
-                now = time.monotonic()
-                if now - last_commit >= self.config.commit_interval_s:
-                    self._commit()
-                    last_commit = now
                 self._flow_control()
-                if now - last_depth >= 1.0:
+                if time.monotonic() - last_depth >= 1.0:
                     self._observe_depth()
-                    last_depth = now
-            self._commit()
+                    last_depth = time.monotonic()
+            for thread in self._threads:
+                if thread is not threading.current_thread():
+                    thread.join()  # the committer's last transaction
         finally:
             self.txn.close()
             self.consumer.close()
 
     def _accept(self, messages: list[Message]) -> None:
-        items: list[Item] = []
+        decoded: list[tuple[Message, ev.DispatchOrder | DecodeError]] = []
         for msg in messages:
             if msg.error() is not None:
                 log.warning("consume error: %s", msg.error())
                 continue
-            topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
-            epoch = self._epochs.get((topic, partition))
-            if epoch is None:
-                continue
-            window = self._windows[(topic, partition)]
-            window.consumed(offset)
             try:
-                order = decode(msg.value() or b"", ev.DispatchOrder)
+                decoded.append((msg, decode(msg.value() or b"", ev.DispatchOrder)))
             except DecodeError as exc:
-                self._quarantine.append(self._quarantined(msg, exc))
-                window.finished(offset)
-                continue
-            items.append(
-                Item(topic, partition, offset, epoch, order, Carry.from_headers(msg.headers()))
-            )
+                decoded.append((msg, exc))
+        items: list[Item] = []
+        with self._lock:
+            for msg, order in decoded:
+                topic, partition, offset = msg.topic() or "", msg.partition() or 0, msg.offset()
+                epoch = self._epochs.get((topic, partition))
+                if epoch is None or offset is None:
+                    continue
+                window = self._windows[(topic, partition)]
+                window.consumed(offset)
+                if isinstance(order, DecodeError):
+                    self._pending.append(self._quarantined(msg, order))
+                    window.finished(offset)
+                    continue
+                carry = Carry.from_headers(msg.headers())
+                items.append(Item(topic, partition, offset, epoch, order, carry))
         if items:
             self._deliver(items)
 
@@ -205,6 +231,33 @@ class Pump:
         key = msg.key() or b""
         return OutRecord(self._topics[Topic.QUARANTINE], key, encode(record), msg.partition())
 
+    def _seek_committed(self) -> None:
+        """After a failed transaction: new epochs, then every partition back to its committed
+        offset (what was consumed since the abort is dropped and consumed again)."""
+        self._rewind_pending.clear()
+        self._new_epochs()
+        with self._lock:
+            paused, self._paused = self._paused, set()
+        if paused:
+            self.consumer.resume([TopicPartition(t, p) for t, p in paused])
+        assignment = self.consumer.assignment()
+        if assignment:
+            for tp in self.consumer.committed(assignment, timeout=COMMIT_TIMEOUT_S):
+                offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                try:
+                    self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+                except KafkaException as exc:  # not fetched yet: it starts there anyway
+                    log.debug("seek %s[%d] skipped: %s", tp.topic, tp.partition, exc)
+        self._reset()
+
+    # --- committer thread --------------------------------------------------------------------
+    def _commit_loop(self) -> None:
+        while not self.stop.wait(self.config.commit_interval_s):
+            with self._txn_lock:
+                self._commit()
+        with self._txn_lock:
+            self._commit()
+
     def _records(self, f: Finished) -> list[OutRecord]:
         p = f.item.partition
         return [
@@ -213,40 +266,37 @@ class Pump:
         ]
 
     def _commit(self) -> None:
+        """One transaction with everything finished so far (caller holds ``_txn_lock``)."""
         finished: list[Finished] = []
         while True:
             try:
                 finished.append(self._finished.get_nowait())
             except queue.Empty:
                 break
-        records, self._quarantine = self._quarantine, []
-        breaker_out, self._breaker_out = self._breaker_out, []
-        records.extend(breaker_out)
-        live: list[Finished] = []
-        for f in finished:
-            tp = (f.item.topic, f.item.partition)
-            if self._epochs.get(tp) != f.item.epoch:
-                continue  # rewound or revoked since: it will be (or was) consumed again
-            self._windows[tp].finished(f.item.offset)
-            records.extend(self._records(f))
-            live.append(f)
-        points = {
-            tp: point for tp, w in self._windows.items() if (point := w.due_commit()) is not None
-        }
+        with self._lock:
+            pending, self._pending = self._pending, []
+            live = [f for f in finished if self.is_current(f.item)]
+            for f in live:
+                self._windows[(f.item.topic, f.item.partition)].finished(f.item.offset)
+            points = {
+                tp: (point, self._epochs[tp])
+                for tp, w in self._windows.items()
+                if (point := w.due_commit()) is not None
+            }
+        records = [r for f in live for r in self._records(f)] + pending
         if not records and not points:
             return
-        offsets = [TopicPartition(t, p, point) for (t, p), point in points.items()]
+        offsets = [TopicPartition(t, p, point) for (t, p), (point, _) in points.items()]
         try:
             self.txn.commit(records, offsets)
         except TransactionFailed as exc:
             self.metrics.aborts.inc()
-            self._breaker_out = breaker_out + self._breaker_out
             log.warning("transaction aborted; lanes rewound to their commit points: %s", exc)
             return
-        for tp, point in points.items():
-            window = self._windows.get(tp)
-            if window is not None:
-                window.committed = point
+        with self._lock:
+            for tp, (point, epoch) in points.items():
+                if self._epochs.get(tp) == epoch:
+                    self._windows[tp].committed = point
         self._after_commit(live)
 
     def _after_commit(self, live: list[Finished]) -> None:
@@ -264,91 +314,96 @@ class Pump:
     def _trip(self, f: Finished, count: int) -> None:
         fire = f.item.order.fire
         cause = f"breaker: {count} consecutive failed fires (last: {f.conclusion.cause})"[:500]
-        now = datetime.now(UTC)
         p = f.item.partition
-        current = latest_definition(
+        outputs = trip_outputs(
             self.config.bootstrap,
             self._topics[Topic.DEFINITIONS],
             p,
             fire.tenant,
             fire.trigger_id,
-            self.config.tenant_keys,
+            cause,
+            tenant_keys=self.config.tenant_keys,
+            platform_key_id=self.config.platform_key_id,
+            platform_key=self.config.platform_key,
+            now=datetime.now(UTC),
         )
-        if current is None or current.state is not ev.DefinitionState.LIVE:
-            log.info("breaker for %s/%s: no live version to pause", fire.tenant, fire.trigger_id)
-            return
-        self.metrics.breaker_trips.inc()
+        if outputs:
+            self.metrics.breaker_trips.inc()
         key = ev.trigger_key(fire.tenant, fire.trigger_id).encode()
-        version = current.version
-        if self.config.platform_key is None:
-            log.error("breaker tripped for %s but no platform key is set: not paused", key)
-        else:
-            paused = paused_version(
-                current, cause, self.config.platform_key_id, self.config.platform_key, now
-            )
-            version = paused.version
-            self._breaker_out.append(
-                OutRecord(self._topics[Topic.DEFINITIONS], key, encode(paused), p)
-            )
-        event = breaker_event(fire.tenant, fire.trigger_id, version, cause, now)
-        self._breaker_out.append(
-            OutRecord(self._topics[Topic.SCHEDULE_EVENTS], key, encode(event), p)
-        )
-        log.warning("breaker tripped: %s paused as version %d (%s)", key, version, cause)
+        with self._lock:
+            for event in outputs:
+                topic = Topic.DEFINITIONS if isinstance(event, ev.TriggerDefinition) else None
+                name = self._topics[topic or Topic.SCHEDULE_EVENTS]
+                self._pending.append(OutRecord(name, key, encode(event), p))
 
     # --- rebalance and rewind ----------------------------------------------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self._windows[(tp.topic, tp.partition)] = PartitionWindow()
-            self._epochs[(tp.topic, tp.partition)] = next(self._epoch_ids)
+        with self._lock:
+            for tp in partitions:
+                self._windows[(tp.topic, tp.partition)] = PartitionWindow()
+                self._epochs[(tp.topic, tp.partition)] = next(self._epoch_ids)
+        self._view.metadata = consumer.consumer_group_metadata()  # new generation
         log.info("assigned %d lane partitions", len(partitions))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._commit()
+        with self._txn_lock:
+            self._commit()
         self._drop(partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._drop(partitions)
 
     def _drop(self, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            key = (tp.topic, tp.partition)
-            self._windows.pop(key, None)
-            self._epochs.pop(key, None)
-            self._paused.discard(key)
+        with self._lock:
+            for tp in partitions:
+                key = (tp.topic, tp.partition)
+                self._windows.pop(key, None)
+                self._epochs.pop(key, None)
+                self._paused.discard(key)
         self.breaker.forget()
         self._reset()
 
+    def _new_epochs(self) -> None:
+        with self._lock:
+            for key in list(self._windows):
+                self._windows[key] = PartitionWindow()
+                self._epochs[key] = next(self._epoch_ids)
+
     def _rewound(self) -> None:
-        for key in list(self._windows):
-            self._windows[key] = PartitionWindow()
-            self._epochs[key] = next(self._epoch_ids)
-        if self._paused:
-            self.consumer.resume([TopicPartition(t, p) for t, p in self._paused])
-            self._paused.clear()
+        """The transaction failed (any thread): old epochs are void at once; the consumer thread
+        seeks back before it consumes again."""
+        self._new_epochs()
+        self._rewind_pending.set()
         self._reset()
 
-    # --- flow control and depth --------------------------------------------------------------
+    # --- flow control and depth (consumer thread) ---------------------------------------------
     def _flow_control(self) -> None:
         high = self.config.max_open_per_partition
-        for key, window in self._windows.items():
-            if key not in self._paused and window.open >= high:
-                self.consumer.pause([TopicPartition(*key)])
-                self._paused.add(key)
-            elif key in self._paused and window.open < high // 2:
-                self.consumer.resume([TopicPartition(*key)])
-                self._paused.discard(key)
+        pause, resume = [], []
+        with self._lock:
+            for key, window in self._windows.items():
+                if key not in self._paused and window.open >= high:
+                    pause.append(TopicPartition(*key))
+                    self._paused.add(key)
+                elif key in self._paused and window.open < high // 2:
+                    resume.append(TopicPartition(*key))
+                    self._paused.discard(key)
+        if pause:
+            self.consumer.pause(pause)
+        if resume:
+            self.consumer.resume(resume)
 
     def _observe_depth(self) -> None:
         depth = dict.fromkeys(ev.Lane, 0)
-        for (topic, partition), window in self._windows.items():
+        with self._lock:
+            points = {tp: w.commit_point() for tp, w in self._windows.items()}
+        for (topic, partition), point in points.items():
             try:
                 _, high = self.consumer.get_watermark_offsets(
                     TopicPartition(topic, partition), cached=True
                 )
-            except Exception:  # no fetch yet for this partition
+            except KafkaException:  # no fetch yet for this partition
                 continue
-            point = window.commit_point()
             if high is not None and high >= 0 and point is not None:
                 depth[self._lane_of[topic]] += max(0, high - point)
         for lane, n in depth.items():

@@ -20,7 +20,6 @@ On stop: no new sends, in-flight sends finish (up to the attempt deadline), a la
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 import time
@@ -109,14 +108,16 @@ class Dispatcher:
                 await runner.cleanup()
 
     async def _sleep(self) -> None:
-        assert self._wake is not None
+        assert self._wake is not None and self._loop is not None
         wait = self.admission.wake_in(self.clock())
         if self.admission.inflight >= self.admission.max_inflight or wait is None:
             wait = 0.1
         wait = min(max(wait, 0.001), 0.1)
+        if not self._wake.is_set():
+            timer = self._loop.call_later(wait, self._wake.set)
+            await self._wake.wait()
+            timer.cancel()
         self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), wait)
         self.metrics.inflight.set(self.admission.inflight)
         for klass, n in self.admission.held.items():
             self.metrics.held.labels(klass.value).set(n)

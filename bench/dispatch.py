@@ -1,0 +1,348 @@
+"""Bench: the whole dispatcher (lanes on the real broker → signed POSTs → attempts/outcomes
+committed in Kafka transactions) against a local keep-alive receiver in a subprocess.
+
+1. Throughput: ``--fires`` orders already due wait on ``lane.on_time`` (12 partitions, many
+   triggers); a dispatcher subprocess (``horae dispatcher``) starts; POSTs/s = distinct keys the
+   receiver saw / time from its first to its last receipt.
+2. Lateness at ``--rate`` fires/s: orders are produced each at its instant (steady, in 5 ms
+   steps) for ``--seconds``; delivery lateness = receipt at the receiver − the fire's instant
+   (its ``scheduled_at`` = ``due_at`` = ``not_before``), p50/p99 over all fires. This includes
+   produce → consume latency through the broker; the planner's own commit is not part of it.
+3. ``--profile``: phase 1 again with the dispatcher in this process under cProfile (both its
+   threads), printing where the time goes.
+
+Needs a broker: ``HORAE_KAFKA_BOOTSTRAP`` (default the dev stack, 127.0.0.1:19092). The last line
+printed is JSON: ``{"posts_per_s": ..., "delivery_p99_ms": ..., ...}``.
+
+    .venv/bin/python bench/dispatch.py [--fires 20000] [--rate 1000] [--seconds 15] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import cProfile
+import io
+import json
+import os
+import pstats
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from datetime import UTC, datetime
+
+from aiohttp import web
+from confluent_kafka import Producer
+
+from horae.contracts import events as ev
+from horae.contracts.admin import Plan, admin_client, apply
+from horae.contracts.codec import encode
+from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, fire_partition, topic_name
+from horae.domain.keys import FireKey
+
+PARTITIONS = 12
+TRIGGERS = 200
+TENANT = "bench"
+SECRET = "whsec_" + base64.b64encode(b"bench-secret-0123456789").decode()
+
+
+# --- the receiver (subprocess) -----------------------------------------------------------------
+def serve() -> None:
+    """Receiver: 200 to every POST; remembers (key, receipt, due_ms); GET /stats sums up;
+    prints its port; stops when stdin closes."""
+    seen: dict[str, tuple[float, int]] = {}
+    total = [0]
+
+    async def hook(request: web.Request) -> web.Response:
+        body = await request.read()
+        now = time.time()
+        total[0] += 1
+        key = request.headers.get("Idempotency-Key", "")
+        if key not in seen:
+            seen[key] = (now, json.loads(body)["due_ms"])
+        return web.Response(text="ok")
+
+    async def stats(request: web.Request) -> web.Response:
+        since = float(request.query.get("since", "0"))
+        rows = [(t, due) for t, due in seen.values() if t >= since]
+        times = sorted(t for t, _ in rows)
+        late = sorted(max(0.0, t * 1000 - due) for t, due in rows)
+        out = {"distinct": len(seen), "posts": total[0], "window": len(rows)}
+        if len(times) > 1:
+            out["first"], out["last"] = times[0], times[-1]
+        if late:
+            out["p50_ms"] = late[len(late) // 2]
+            out["p99_ms"] = late[min(len(late) - 1, int(len(late) * 0.99))]
+            out["max_ms"] = late[-1]
+        return web.json_response(out)
+
+    async def run() -> None:
+        app = web.Application()
+        app.router.add_post("/hook", hook)
+        app.router.add_get("/stats", stats)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0, backlog=2048).start()
+        print(runner.addresses[0][1], flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await runner.cleanup()
+
+    asyncio.run(run())
+
+
+def stats(port: int, since: float = 0.0) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats?since={since}", timeout=30) as r:
+        return json.loads(r.read())  # type: ignore[no-any-return]
+
+
+# --- orders ----------------------------------------------------------------------------------
+def make_order(url: str, trigger: str, instant_ms: int, seq: int) -> ev.DispatchOrder:
+    key = FireKey(TENANT, trigger, instant_ms // 1000, seq)
+    at = datetime.fromtimestamp(instant_ms / 1000, UTC)
+    fire = ev.FireRecord(
+        fire_key=key.canonical(),
+        key_hash=key.short_hash(),
+        tenant=TENANT,
+        trigger_id=trigger,
+        origin=ev.Origin.SCHEDULED,
+        scheduled_at=at,
+        sequence=seq,
+        jitter_ms=0,
+        due_at=at,
+        decided_at=at,
+        state=ev.FireState.FIRED,
+        trigger_version=1,
+        tzdata_version="bench",
+        target_kind=ev.TargetKind.WEBHOOK,
+        lane=ev.Lane.ON_TIME,
+    )
+    return ev.DispatchOrder(
+        fire=fire,
+        target=ev.Target(kind=ev.TargetKind.WEBHOOK, url=url, secret_refs=("bench",)),
+        lane=ev.Lane.ON_TIME,
+        attempt=1,
+        not_before=at,
+        payload=json.dumps({"due_ms": instant_ms, "trigger": trigger}).encode(),
+    )
+
+
+class Lanes:
+    def __init__(self, bootstrap: str, prefix: str) -> None:
+        self.topic = topic_name(Topic.LANE_ON_TIME, prefix)
+        self.producer = Producer(
+            {**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap, "linger.ms": 1}
+        )
+        self.parts = {f"g{i}": fire_partition(TENANT, f"g{i}", PARTITIONS) for i in range(TRIGGERS)}
+
+    def put(self, o: ev.DispatchOrder) -> None:
+        while True:
+            try:
+                self.producer.produce(
+                    self.topic,
+                    key=o.fire.fire_key.encode(),
+                    value=encode(o),
+                    partition=self.parts[o.fire.trigger_id],
+                )
+                break
+            except BufferError:
+                self.producer.poll(0.01)
+        self.producer.poll(0)
+
+    def flush(self) -> None:
+        assert self.producer.flush(60) == 0
+
+
+def env_for(bootstrap: str, prefix: str, slot: str) -> dict[str, str]:
+    return dict(
+        os.environ,
+        HORAE_KAFKA_BOOTSTRAP=bootstrap,
+        HORAE_TOPIC_PREFIX=prefix,
+        HORAE_TOPIC_PARTITIONS=str(PARTITIONS),
+        HORAE_DISPATCH_ALLOW='["127.0.0.1/32"]',
+        HORAE_WEBHOOK_SECRETS=json.dumps({"bench": SECRET}),
+        HORAE_DISPATCH_TENANT_RATE="1000000",
+        HORAE_DISPATCH_TENANT_INFLIGHT="256",
+        HORAE_DISPATCH_MAX_INFLIGHT="256",
+        HORAE_CALLBACK_SECRET="bench",
+        HORAE_DISPATCHER_SLOT=slot,
+        HORAE_LOG_LEVEL="WARNING",
+    )
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def topics(bootstrap: str, prefix: str) -> None:
+    apply(admin_client(bootstrap), Plan(prefix, PARTITIONS, 1))
+
+
+def wait_distinct(port: int, n: int, limit_s: float = 600) -> None:
+    deadline = time.monotonic() + limit_s
+    while stats(port)["distinct"] < n and time.monotonic() < deadline:
+        time.sleep(0.25)
+
+
+def throughput(bootstrap: str, port: int, fires: int, profile: bool) -> dict[str, float]:
+    prefix = f"bench{uuid.uuid4().hex[:8]}."
+    topics(bootstrap, prefix)
+    lanes = Lanes(bootstrap, prefix)
+    url = f"http://127.0.0.1:{port}/hook"
+    base_ms = int(time.time() * 1000) - 60_000
+    for i in range(fires):
+        lanes.put(make_order(url, f"g{i % TRIGGERS}", base_ms, i))
+    lanes.flush()
+    before = stats(port)["distinct"]
+    if profile:
+        return profiled(bootstrap, prefix, port, before + fires)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "horae.cli.main", "dispatcher"], env=env_for(bootstrap, prefix, "t")
+    )
+    try:
+        started = time.time()
+        wait_distinct(port, before + fires)
+        s = stats(port, since=started)
+        cpu = cpu_s(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(120)
+    span = s["last"] - s["first"]
+    return {
+        "posts_per_s": round(s["window"] / span, 1),
+        "fires": s["window"],
+        "span_s": round(span, 2),
+        "dispatcher_cpu_ms_per_post": round(cpu * 1000 / s["window"], 3),
+    }
+
+
+def lateness(bootstrap: str, port: int, rate: int, seconds: float) -> dict[str, float]:
+    prefix = f"bench{uuid.uuid4().hex[:8]}."
+    topics(bootstrap, prefix)
+    lanes = Lanes(bootstrap, prefix)
+    url = f"http://127.0.0.1:{port}/hook"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "horae.cli.main", "dispatcher"], env=env_for(bootstrap, prefix, "l")
+    )
+    try:
+        warm = int(time.time() * 1000)  # warm-up order: the dispatcher has joined when it lands
+        lanes.put(make_order(url, "g0", warm, 999_999))
+        lanes.flush()
+        wait_distinct(port, stats(port)["distinct"] + 1, 120)
+        before = stats(port)["distinct"]
+        start = time.time()
+        sent = 0
+        while (now := time.time()) < start + seconds:
+            due = int((start + sent / rate) * 1000)
+            while due <= now * 1000:
+                lanes.put(make_order(url, f"g{sent % TRIGGERS}", due, sent))
+                sent += 1
+                due = int((start + sent / rate) * 1000)
+            time.sleep(0.005)
+        lanes.flush()
+        wait_distinct(port, before + sent, 300)
+        s = stats(port, since=start)
+    finally:
+        proc.terminate()
+        proc.wait(120)
+    return {
+        "rate": rate,
+        "fires": sent,
+        "delivered": s["window"],
+        "delivery_p50_ms": s.get("p50_ms", -1),
+        "delivery_p99_ms": s.get("p99_ms", -1),
+        "delivery_max_ms": s.get("max_ms", -1),
+    }
+
+
+def profiled(bootstrap: str, prefix: str, port: int, until: int) -> dict[str, float]:
+    os.environ.update(env_for(bootstrap, prefix, "p"))
+    from horae.settings import Settings
+    from horae.streams.dispatcher.config import DispatcherConfig
+    from horae.streams.dispatcher.worker import Dispatcher
+
+    d = Dispatcher(DispatcherConfig.from_settings(Settings(), bootstrap, "p"))
+    loop_prof, pump_prof = cProfile.Profile(), cProfile.Profile()
+    pump_run = d.pump.run
+
+    def run_pump() -> None:
+        pump_prof.enable()
+        try:
+            pump_run()
+        finally:
+            pump_prof.disable()
+
+    d.pump.run = run_pump  # type: ignore[method-assign]
+    stop = threading.Event()
+    cpu0 = time.process_time()
+
+    def watch() -> None:
+        wait_distinct(port, until)
+        stop.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    started = time.time()
+    loop_prof.enable()
+    d.run(stop)
+    loop_prof.disable()
+    s = stats(port, since=started)
+    for name, prof in (("asyncio loop (sends)", loop_prof), ("kafka thread (commits)", pump_prof)):
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(18)
+        print(f"--- profile: {name}, by own time ---")
+        print("\n".join(out.getvalue().splitlines()[:40]))
+    span = s["last"] - s["first"]
+    cpu = time.process_time() - cpu0
+    return {
+        "posts_per_s": round(s["window"] / span, 1),
+        "fires": s["window"],
+        "cpu_ms_per_post": round(cpu * 1000 / max(1, s["window"]), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--fires", type=int, default=20_000)
+    parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    if args.serve:
+        serve()
+        return
+    bootstrap = os.environ.get("HORAE_KAFKA_BOOTSTRAP", "127.0.0.1:19092")
+    receiver = subprocess.Popen(
+        [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert receiver.stdout is not None
+        port = int(receiver.stdout.readline())
+        result: dict[str, float] = {}
+        tp = throughput(bootstrap, port, args.fires, False)
+        print(f"throughput: {tp}", flush=True)
+        late = lateness(bootstrap, port, args.rate, args.seconds)
+        print(f"lateness: {late}", flush=True)
+        result = {**tp, **late}
+        if args.profile:
+            prof = throughput(bootstrap, port, args.fires, True)
+            print(f"profiled run (in-process, cProfile on): {prof}", flush=True)
+            result["profiled_posts_per_s"] = prof["posts_per_s"]
+            result["cpu_ms_per_post"] = prof["cpu_ms_per_post"]
+        result["cores"] = float(os.cpu_count() or 0)
+        result["load_avg_1m"] = round(os.getloadavg()[0], 2)
+    finally:
+        assert receiver.stdin is not None
+        receiver.stdin.close()
+        receiver.wait(30)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
