@@ -33,6 +33,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from aiohttp import web
@@ -268,17 +269,21 @@ def profiled(bootstrap: str, prefix: str, port: int, until: int) -> dict[str, fl
     from horae.streams.dispatcher.worker import Dispatcher
 
     d = Dispatcher(DispatcherConfig.from_settings(Settings(), bootstrap, "p"))
-    loop_prof, pump_prof = cProfile.Profile(), cProfile.Profile()
-    pump_run = d.pump.run
+    loop_prof, pump_prof, commit_prof = cProfile.Profile(), cProfile.Profile(), cProfile.Profile()
+    pump_run, commit_loop = d.pump.run, d.pump._commit_loop
 
-    def run_pump() -> None:
-        pump_prof.enable()
-        try:
-            pump_run()
-        finally:
-            pump_prof.disable()
+    def profiled_call(prof: cProfile.Profile, fn: Callable[[], None]) -> Callable[[], None]:
+        def call() -> None:
+            prof.enable()
+            try:
+                fn()
+            finally:
+                prof.disable()
 
-    d.pump.run = run_pump  # type: ignore[method-assign]
+        return call
+
+    d.pump.run = profiled_call(pump_prof, pump_run)  # type: ignore[method-assign]
+    d.pump._commit_loop = profiled_call(commit_prof, commit_loop)  # type: ignore[method-assign]
     stop = threading.Event()
     cpu0 = time.process_time()
 
@@ -292,7 +297,11 @@ def profiled(bootstrap: str, prefix: str, port: int, until: int) -> dict[str, fl
     d.run(stop)
     loop_prof.disable()
     s = stats(port, since=started)
-    for name, prof in (("asyncio loop (sends)", loop_prof), ("kafka thread (commits)", pump_prof)):
+    for name, prof in (
+        ("asyncio loop (sends)", loop_prof),
+        ("consumer thread", pump_prof),
+        ("committer thread (transactions)", commit_prof),
+    ):
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(18)
         print(f"--- profile: {name}, by own time ---")
