@@ -11,6 +11,7 @@ must not fire on its own clock either).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -51,7 +52,7 @@ def ensure_clock_topic(bootstrap: str, prefix: str) -> None:
 class ClockReading:
     offset_s: float  # broker clock minus local clock
     uncertainty_s: float
-    read_at: float  # local clock at the report
+    read_at: float  # time.monotonic() at the report: a reading ages in real time
 
     def exceeds(self, bound_s: float) -> bool:
         return abs(self.offset_s) - self.uncertainty_s > bound_s
@@ -104,7 +105,7 @@ class ClockGate:
         self.reading = ClockReading(
             offset_s=broker_ms / 1000.0 - (sent_at + received) / 2.0,
             uncertainty_s=(received - sent_at) / 2.0,
-            read_at=received,
+            read_at=time.monotonic(),
         )
 
     @property
@@ -112,13 +113,11 @@ class ClockGate:
         reading = self.reading
         if reading is None:
             return False
-        if self._clock() - reading.read_at > self._stale_after_s:
+        if time.monotonic() - reading.read_at > self._stale_after_s:
             return False
         return not reading.exceeds(self.max_skew_s)
 
     def wait_first_reading(self, timeout_s: float = 30.0) -> bool:
-        import time
-
         deadline = time.monotonic() + timeout_s
         self.poll()
         while self.reading is None and time.monotonic() < deadline:

@@ -74,8 +74,12 @@ def _outcomes(env: DispatchEnv) -> dict[str, ev.WorkOutcome]:
 
 
 def test_retry_truncation_retry_after_and_final_4xx(env: DispatchEnv, receiver: Receiver) -> None:
+    env.start()
+    warm = order(receiver.url("/ok"), int(time.time()) - 10, trigger="warm")
+    env.produce_orders([warm])  # the dispatcher consumes before the deadline clock starts
+    wait_until(lambda: warm.fire.fire_key in _outcomes(env), 60, 0.2)
     now = int(time.time())
-    deadline = datetime.now(UTC) + timedelta(seconds=1.5)
+    deadline = datetime.now(UTC) + timedelta(seconds=2.5)
     many = ev.RetryPolicy(max_attempts=20, base_s=0.2, max_s=0.4, jitter_ratio=0.0)
     truncated = order(
         receiver.url("/down"), now - 10, trigger="down", retry=many, deadline=deadline
@@ -84,7 +88,6 @@ def test_retry_truncation_retry_after_and_final_4xx(env: DispatchEnv, receiver: 
     r408 = order(receiver.url("/timeout408"), now - 10, trigger="t408")
     slow = order(receiver.url("/slow-down"), now - 10, trigger="slow")
     env.produce_orders([truncated, gone, r408, slow])
-    env.start()
     keys = [o.fire.fire_key for o in (truncated, gone, r408, slow)]
     wait_until(lambda: set(keys) <= set(_outcomes(env)), 60, 0.5)
     env.stop_all()
