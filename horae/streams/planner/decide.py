@@ -206,6 +206,7 @@ class Decider:
         for fire in outcome.fires:
             lane = ev.Lane.CATCH_UP if fire.catch_up else ev.Lane.ON_TIME
             jitter = 0 if fire.catch_up else self._jitter_ms(key, entry, fire.scheduled)
+            following = entry.schedule.next_after(fire.scheduled)
             out += fire_outputs(
                 d,
                 partition,
@@ -215,6 +216,7 @@ class Decider:
                 now=now,
                 jitter_ms=jitter,
                 tzdata=tz,
+                next_instant=following,
             )
         for nf in outcome.not_fired:
             out += fire_outputs(

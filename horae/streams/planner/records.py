@@ -55,8 +55,11 @@ def fire_outputs(
     detail: str | None = None,
     command_id: str | None = None,
     tzdata: str | None = None,
+    next_instant: int | None = None,
 ) -> list[Output]:
-    """The ledger record of one decided instant and, when ``lane`` is set, its hand-over."""
+    """The ledger record of one decided instant and, when ``lane`` is set, its hand-over.
+    ``next_instant`` (the trigger's following instant) is the dispatch deadline: retries are
+    truncated there."""
     key = FireKey(d.tenant, d.trigger_id, scheduled, 0, Origin(origin.value))
     canonical = key.canonical()
     decided = at(now)
@@ -99,6 +102,7 @@ def fire_outputs(
             retry=d.policies.retry,
             payload=d.payload,
             content_type=d.content_type,
+            deadline=None if next_instant is None else at(next_instant),
         )
         outputs.append(Output(order, partition))
     return outputs

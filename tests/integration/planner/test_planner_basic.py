@@ -23,6 +23,10 @@ def test_every_second_trigger_fires_each_instant_once(planner_env: PlannerEnv) -
     assert all(f.state is ev.FireState.FIRED and f.lane is ev.Lane.ON_TIME for f in fires)
     orders = read_all(planner_env.bootstrap, planner_env.topic(Topic.LANE_ON_TIME))
     assert sorted(k for k, _ in orders) == sorted(f.fire_key.encode() for f in fires)
+    for _, value in orders:
+        order = decode(value or b"", ev.DispatchOrder)
+        assert order.deadline is not None, "retries are truncated at the next instant"
+        assert (order.deadline - order.fire.scheduled_at).total_seconds() == 1
 
 
 def test_quarantined_definition_does_not_stop_its_partition(planner_env: PlannerEnv) -> None:
