@@ -1,14 +1,17 @@
 """``horae demo``: every Horae process on the local stack, and a demo trigger you watch fire.
 
-Starts ``horae planner`` and ``horae projector`` (and ``horae dispatcher`` when present) as child
-processes, produces a signed demo trigger firing every 5 seconds with an event target, and prints
-each ``schedule.triggered`` event as it is committed, then the projected history from PostgreSQL.
+Starts ``horae planner``, ``horae projector`` and ``horae dispatcher`` as child processes and
+produces two signed demo triggers firing every 5 seconds: one with an event target (each
+``schedule.triggered`` event is printed as it is committed) and one with a webhook target, delivered
+by the dispatcher to a local receiver that checks the signature (allowlisted: loopback is otherwise
+refused).
 Ctrl-C stops the processes (the stack keeps running: ``horae dev down`` stops it).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import secrets
@@ -17,9 +20,11 @@ import subprocess
 import sys
 import time
 from contextlib import suppress
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from horae.cli.common import ensure_topics, env_default, require_services
+from horae.cli.demo_receiver import DemoReceiver
 from horae.client import HoraeClient
 from horae.contracts import events as ev
 from horae.settings import get_settings
@@ -49,12 +54,18 @@ def run(args: argparse.Namespace) -> int:
     bootstrap, database_url = require_services(settings)
     ensure_topics(settings, bootstrap)
     secret = secrets.token_hex(16)
+    whsec = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+    receiver = DemoReceiver(whsec)
+    receiver.start()
     env = dict(
         os.environ,
         HORAE_KAFKA_BOOTSTRAP=bootstrap,
         HORAE_DATABASE_URL=database_url,
         HORAE_TENANT_KEYS=json.dumps({TENANT: {KEY_ID: secret}, **settings.tenant_keys}),
         HORAE_MIN_INTERVAL_S="1",
+        HORAE_DISPATCH_ALLOW=json.dumps(["127.0.0.1/32"]),
+        HORAE_WEBHOOK_SECRETS=json.dumps({"demo": whsec}),
+        HORAE_CALLBACK_SECRET=secrets.token_hex(16),
         HORAE_LOG_LEVEL=os.environ.get("HORAE_LOG_LEVEL", "WARNING"),
     )
     known = _subcommands()
@@ -86,7 +97,17 @@ def run(args: argparse.Namespace) -> int:
         payload=b'{"hello": "horae"}',
     )
     client.put(definition)
-    print(f"demo: trigger {TENANT}/{trigger_id} ({args.expr!r}, UTC) is live; its fires:")
+    webhook = replace(
+        definition,
+        trigger_id=f"{trigger_id}-hook",
+        payload=b'{"hello": "webhook"}',
+        target=ev.Target(kind=ev.TargetKind.WEBHOOK, url=receiver.url, secret_refs=("demo",)),
+    )
+    client.put(webhook)
+    print(
+        f"demo: triggers {TENANT}/{trigger_id} (event) and {TENANT}/{webhook.trigger_id} "
+        f"(webhook to {receiver.url}) are live, {args.expr!r} UTC:"
+    )
     deadline = time.monotonic() + args.seconds if args.seconds else float("inf")
     fired = 0
     try:
@@ -114,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
                     stop = True
     finally:
         client.close()
+        receiver.stop()
         for child in children.values():
             with suppress(ProcessLookupError):
                 child.send_signal(signal.SIGTERM)
