@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import TypeVar
 
 from confluent_kafka import Message
 
@@ -31,14 +32,42 @@ from horae.streams.planner.index import DueIndex, TriggerEntry
 from horae.streams.planner.records import Output, at, fire_outputs, schedule_event
 
 MAX_RECORDS_PER_EVALUATION = 1000
+T = TypeVar("T")
 Ev = ev.ScheduleEventType
 
 
 def compile_definition(d: ev.TriggerDefinition) -> tuple[TriggerSpec, Schedule]:
     """The domain spec of a definition and its (shared) compiled schedule; raises
     ValidationError. The API's dry-run goes through the same :func:`trigger_spec`."""
-    spec = trigger_spec(d)
+    spec = _shared(trigger_spec(d))
     return spec, spec.schedule()
+
+
+# Many triggers share a recurrence and policies: the index keeps one copy of each equal value
+# object (frozen, hashable), so a trigger's footprint is mostly what is its own (ids, target).
+_SHARED: dict[object, object] = {}
+_SHARED_LIMIT = 1_000_000
+
+
+def _shared(value: T) -> T:
+    found = _SHARED.get(value)
+    if found is None:
+        if len(_SHARED) >= _SHARED_LIMIT:
+            _SHARED.clear()
+        _SHARED[value] = found = value
+    return found  # type: ignore[return-value]
+
+
+def held(d: ev.TriggerDefinition) -> ev.TriggerDefinition:
+    """The definition as the index holds it: shared value objects, no signature (it was
+    verified at ingress; the ledger never needs it again)."""
+    return replace(
+        d,
+        recurrence=_shared(d.recurrence),
+        policies=_shared(d.policies),
+        quotas=_shared(d.quotas),
+        signature=None,
+    )
 
 
 class Decider:
@@ -111,7 +140,7 @@ class Decider:
     ) -> list[Output]:
         if entry is None:
             last = int(now)
-            entry = TriggerEntry(d, *compile_definition(d), None, None, last)
+            entry = TriggerEntry(held(d), *compile_definition(d), None, None, last)
             if d.state is ev.DefinitionState.PAUSED:
                 entry.paused_since = now
             self._reschedule(key, entry)
@@ -133,7 +162,7 @@ class Decider:
         if was is ev.DefinitionState.LIVE:
             out += self.decide_entry(index.partition, key, entry, now, now)  # old version first
         if d is not entry.definition:
-            entry.definition = d
+            entry.definition = held(d)
             entry.spec, entry.schedule = compile_definition(d)
         if state is not d.state:
             entry.definition = replace(entry.definition, state=state)
@@ -265,9 +294,9 @@ class Decider:
             last = int(now)
         else:
             last = int(state.last_decided.timestamp())
-        entry = TriggerEntry(d, *compile_definition(d), None, None, last)
+        entry = TriggerEntry(held(d), *compile_definition(d), None, None, last)
         if state is not None and state.state is not d.state:
-            entry.definition = replace(d, state=state.state)  # a pause/resume command's effect
+            entry.definition = replace(entry.definition, state=state.state)  # by a command
         if state is not None and state.paused_since is not None:
             entry.paused_since = state.paused_since.timestamp()
         key = ev.trigger_key(d.tenant, d.trigger_id)
