@@ -8,7 +8,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from functools import cache
 from typing import Any
@@ -118,6 +118,61 @@ def _reader(tp: Any) -> Convert:
         return _timestamp
     if tp is float:
         return _float
+    return _identity
+
+
+def to_wire(obj: Any) -> Any:
+    """Like :func:`to_avro`, for the codec's hot path: converters compiled per declared field
+    type, and instants as integer microseconds (what fastavro writes for timestamp-micros)."""
+    return _wire_record(obj.__class__)(obj)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _micros(value: datetime) -> int:
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value.isoformat()}: every instant must be aware")
+    return (value - _EPOCH) // _MICROSECOND
+
+
+@cache
+def _wire_record(cls: Any) -> Convert:
+    fields = tuple((name, _wire_field(tp)) for name, tp in hints(cls).items())
+    plain = tuple(name for name, w in fields if w is _identity)
+    converted = tuple((name, w) for name, w in fields if w is not _identity)
+
+    def write(obj: Any) -> Any:
+        datum = {name: getattr(obj, name) for name in plain}
+        for name, w in converted:
+            datum[name] = w(getattr(obj, name))
+        return datum
+
+    return write
+
+
+@cache
+def _wire_field(tp: Any) -> Convert:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
+        write_inner = _wire_field(inner)
+        if write_inner is _identity:
+            return _identity
+        return lambda v: None if v is None else write_inner(v)
+    if origin is tuple:
+        item = _wire_field(typing.get_args(tp)[0])
+        return lambda v: [item(x) for x in v]
+    if origin in (dict, Mapping):
+        inner = _wire_field(typing.get_args(tp)[1])
+        return lambda v: {str(k): inner(x) for k, x in v.items()}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _wire_record(tp)
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return lambda v: v.value
+    if tp is datetime:
+        return _micros
     return _identity
 
 

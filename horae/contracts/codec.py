@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar, cast, overload
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
-from horae.contracts._reflect import from_avro, to_avro
+from horae.contracts._reflect import from_avro, to_wire
 from horae.contracts.events import EVENT_TYPES, Event
 from horae.settings import PROJECT_ROOT, get_settings
 
@@ -166,7 +166,7 @@ class Codec:
             raise TypeError(f"{t.__name__} is not an event contract")
         buf = io.BytesIO()
         buf.write(_HEADER.pack(MAGIC, self.ids.writer_id(t)))
-        fastavro.schemaless_writer(buf, self.current.parsed[t], to_avro(event))
+        fastavro.schemaless_writer(buf, self.current.parsed[t], to_wire(event))
         return buf.getvalue()
 
     def decode_datum(self, data: bytes) -> tuple[type[Event], dict[str, Any]]:
