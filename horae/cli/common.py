@@ -6,6 +6,8 @@ import os
 
 from prometheus_client import CollectorRegistry, start_http_server
 
+from horae.devstack import StackError
+from horae.devstack.probe import database_healthy, kafka_healthy
 from horae.devstack.stack import LocalStack
 from horae.settings import Settings
 
@@ -16,8 +18,21 @@ def env_default(name: str, default: str) -> str:
 
 
 def require_services(settings: Settings, need_database: bool = True) -> tuple[str, str]:
-    """(bootstrap, database URL): the configured ones, else the local stack's endpoints."""
+    """(bootstrap, database URL): the configured ones, else the local stack's endpoints.
+
+    Raises :class:`StackError` (printed without a traceback) when one of them does not answer.
+    """
     endpoints = LocalStack.from_settings(settings).endpoints
+    if not kafka_healthy(endpoints.kafka_bootstrap, timeout_s=10.0):
+        raise StackError(
+            f"Kafka at {endpoints.kafka_bootstrap} does not answer. Start the local stack with "
+            "`horae dev up`, or point HORAE_KAFKA_BOOTSTRAP at a running broker."
+        )
+    if need_database and not database_healthy(endpoints.database_url, timeout_s=10):
+        raise StackError(
+            f"PostgreSQL at {endpoints.database_url} does not answer. Start the local stack with "
+            "`horae dev up`, or point HORAE_DATABASE_URL at a running database."
+        )
     return endpoints.kafka_bootstrap, endpoints.database_url if need_database else ""
 
 

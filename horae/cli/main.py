@@ -13,7 +13,10 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+from confluent_kafka import KafkaException
+
 import horae.cli
+from horae.devstack import StackError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = func(args)
     except KeyboardInterrupt:
         return 130
+    except (StackError, KafkaException) as exc:  # a setup problem: say what, not where
+        print(f"horae {args.command}: {exc}", file=sys.stderr)
+        return 1
     return code
 
 

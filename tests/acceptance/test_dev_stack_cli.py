@@ -81,3 +81,12 @@ def test_port_taken_is_explained_without_traceback(dev_env: dict[str, str]) -> N
     assert up.returncode == 1
     assert "port 39092" in up.stderr and "already in use" in up.stderr
     assert "Traceback" not in up.stderr
+
+
+@pytest.mark.parametrize("command", ["planner", "dispatcher", "projector"])
+def test_processes_explain_unreachable_services(dev_env: dict[str, str], command: str) -> None:
+    env = dict(dev_env, HORAE_KAFKA_BOOTSTRAP="127.0.0.1:39099")  # nothing listens there
+    done = _horae(env, command)
+    assert done.returncode == 1
+    assert "Kafka at 127.0.0.1:39099 does not answer" in done.stderr
+    assert "horae dev up" in done.stderr and "Traceback" not in done.stderr
