@@ -177,6 +177,8 @@ class Decider:
             out += self.decide_entry(index.partition, key, entry, now, now, resumed=True)
         elif state is ev.DefinitionState.DELETED:
             entry.paused_since = None
+        if was is ev.DefinitionState.DELETED and state is not ev.DefinitionState.DELETED:
+            entry.last_decided = int(now)  # re-created: starts afresh, like a new trigger
         self._reschedule(key, entry)
         index.put(key, entry)
         out.append(self.state_output(index.partition, entry, now))
