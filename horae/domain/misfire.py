@@ -166,6 +166,14 @@ def evaluate_misfire(
         raise ValidationError("horizon_s", horizon_s, f"out of range 0..{MAX_HORIZON_S}")
     if now <= last_decided:
         return MisfireOutcome((), (), (), last_decided)
+    if not paused:  # the common tick: at most one instant, on time (same result, less work)
+        first = schedule.next_after(last_decided)
+        if first is None or first > now:
+            return MisfireOutcome((), (), (), now)
+        if first >= now - policy.grace_s:
+            second = schedule.next_after(first)
+            if second is None or second > now:
+                return MisfireOutcome((Fire(first, now - first, False),), (), (), now)
     records = _Records(max_records)
     on_time: list[int] = []
     missed: list[int] = []
