@@ -24,8 +24,25 @@ def hints(cls: type) -> dict[str, Any]:
 
 
 def to_avro(obj: Any) -> Any:
-    """A dataclass instance (or value within one) as the datum fastavro writes."""
-    return _writer(obj.__class__)(obj)
+    """A dataclass instance (or value within one) as the datum fastavro writes (instants as aware
+    datetimes: also the input of the canonical JSON form that signatures cover)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _record_writer(obj.__class__, _aware)(obj)
+    if isinstance(obj, Enum):
+        return obj.value
+    if isinstance(obj, tuple | list):
+        return [to_avro(x) for x in obj]
+    if isinstance(obj, Mapping):
+        return {str(k): to_avro(v) for k, v in obj.items()}
+    if isinstance(obj, datetime):
+        return _aware(obj)
+    return obj
+
+
+def to_wire(obj: Any) -> Any:
+    """The datum of an event for the codec's hot path: like :func:`to_avro`, with instants as
+    integer microseconds (what fastavro writes for timestamp-micros)."""
+    return _record_writer(obj.__class__, _micros)(obj)
 
 
 def from_avro(tp: Any, value: Any) -> Any:
@@ -33,9 +50,11 @@ def from_avro(tp: Any, value: Any) -> Any:
     return _reader(tp)(value)
 
 
-# Converters are compiled once per type (the hot paths of the planner and the projector encode and
-# decode every record): no per-value introspection of type hints.
+# Converters are compiled once per declared type (the hot paths of the planner and the projector
+# encode and decode every record): no per-value introspection of type hints.
 Convert = typing.Callable[[Any], Any]
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def _identity(value: Any) -> Any:
@@ -48,6 +67,10 @@ def _aware(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
+def _micros(value: datetime) -> int:
+    return (_aware(value) - _EPOCH) // _MICROSECOND
+
+
 def _timestamp(value: Any) -> datetime:
     if not isinstance(value, datetime):
         raise TypeError(f"expected a timestamp, got {type(value).__name__}")
@@ -58,47 +81,70 @@ def _float(value: Any) -> Any:
     return float(value) if isinstance(value, int) else value
 
 
-def _generic_writer(obj: Any) -> Any:
-    return _writer(obj.__class__)(obj)
+def _optional_inner(tp: Any) -> Any | None:
+    """``X`` for a declared ``X | None``, else None."""
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+        return None
+    (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
+    return inner
+
+
+def _unless_none(convert: Convert) -> Convert:
+    if convert is _identity:
+        return _identity
+    return lambda value: None if value is None else convert(value)
 
 
 @cache
-def _writer(cls: Any) -> Convert:
-    """How to turn a value of runtime class ``cls`` into its datum."""
-    if dataclasses.is_dataclass(cls):
-        names = tuple(f.name for f in dataclasses.fields(cls))
+def _record_writer(cls: Any, instant: Convert) -> Convert:
+    fields = tuple((name, _writer(tp, instant)) for name, tp in hints(cls).items())
+    plain = tuple(name for name, w in fields if w is _identity)
+    converted = tuple((name, w) for name, w in fields if w is not _identity)
 
-        def write_record(obj: Any) -> Any:
-            return {name: _generic_writer(getattr(obj, name)) for name in names}
+    def write(obj: Any) -> Any:
+        datum = {name: getattr(obj, name) for name in plain}
+        for name, w in converted:
+            datum[name] = w(getattr(obj, name))
+        return datum
 
-        return write_record
-    if issubclass(cls, Enum):
-        return lambda obj: obj.value
-    if issubclass(cls, tuple | list):
-        return lambda obj: [_generic_writer(x) for x in obj]
-    if issubclass(cls, Mapping):
-        return lambda obj: {str(k): _generic_writer(v) for k, v in obj.items()}
-    if issubclass(cls, datetime):
-        return _aware
+    return write
+
+
+@cache
+def _writer(tp: Any, instant: Convert) -> Convert:
+    """How to write a value of the declared type ``tp`` (instants through ``instant``)."""
+    inner = _optional_inner(tp)
+    if inner is not None:
+        return _unless_none(_writer(inner, instant))
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        item = _writer(typing.get_args(tp)[0], instant)
+        return lambda v: [item(x) for x in v]
+    if origin in (dict, Mapping):
+        value = _writer(typing.get_args(tp)[1], instant)
+        return lambda v: {str(k): value(x) for k, x in v.items()}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _record_writer(tp, instant)
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return lambda v: v.value
+    if tp is datetime:
+        return instant
     return _identity
 
 
 @cache
 def _reader(tp: Any) -> Convert:
     """How to turn a datum into a value of the declared type ``tp``."""
+    inner = _optional_inner(tp)
+    if inner is not None:
+        return _unless_none(_reader(inner))
     origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
-        read_inner = _reader(inner)
-        if read_inner is _identity:
-            return _identity
-        return lambda value: None if value is None else read_inner(value)
     if origin is tuple:
         item = _reader(typing.get_args(tp)[0])
         return lambda value: tuple(item(v) for v in value)
     if origin in (dict, Mapping):
-        inner = _reader(typing.get_args(tp)[1])
-        return lambda value: {k: inner(v) for k, v in value.items()}
+        element = _reader(typing.get_args(tp)[1])
+        return lambda value: {k: element(v) for k, v in value.items()}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         fields = tuple((k, _reader(t)) for k, t in hints(tp).items())
         plain = tuple(k for k, r in fields if r is _identity)
@@ -118,61 +164,6 @@ def _reader(tp: Any) -> Convert:
         return _timestamp
     if tp is float:
         return _float
-    return _identity
-
-
-def to_wire(obj: Any) -> Any:
-    """Like :func:`to_avro`, for the codec's hot path: converters compiled per declared field
-    type, and instants as integer microseconds (what fastavro writes for timestamp-micros)."""
-    return _wire_record(obj.__class__)(obj)
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def _micros(value: datetime) -> int:
-    if value.tzinfo is None:
-        raise ValueError(f"naive datetime {value.isoformat()}: every instant must be aware")
-    return (value - _EPOCH) // _MICROSECOND
-
-
-@cache
-def _wire_record(cls: Any) -> Convert:
-    fields = tuple((name, _wire_field(tp)) for name, tp in hints(cls).items())
-    plain = tuple(name for name, w in fields if w is _identity)
-    converted = tuple((name, w) for name, w in fields if w is not _identity)
-
-    def write(obj: Any) -> Any:
-        datum = {name: getattr(obj, name) for name in plain}
-        for name, w in converted:
-            datum[name] = w(getattr(obj, name))
-        return datum
-
-    return write
-
-
-@cache
-def _wire_field(tp: Any) -> Convert:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
-        write_inner = _wire_field(inner)
-        if write_inner is _identity:
-            return _identity
-        return lambda v: None if v is None else write_inner(v)
-    if origin is tuple:
-        item = _wire_field(typing.get_args(tp)[0])
-        return lambda v: [item(x) for x in v]
-    if origin in (dict, Mapping):
-        inner = _wire_field(typing.get_args(tp)[1])
-        return lambda v: {str(k): inner(x) for k, x in v.items()}
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _wire_record(tp)
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        return lambda v: v.value
-    if tp is datetime:
-        return _micros
     return _identity
 
 
