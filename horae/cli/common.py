@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -10,6 +11,14 @@ from horae.devstack import StackError
 from horae.devstack.probe import database_healthy, kafka_healthy
 from horae.devstack.stack import LocalStack
 from horae.settings import Settings
+
+
+def setup_logging(process: str) -> None:
+    """Log lines tagged with the process name, at ``HORAE_LOG_LEVEL`` (default INFO)."""
+    logging.basicConfig(
+        level=os.environ.get("HORAE_LOG_LEVEL", "INFO"),
+        format=f"%(asctime)s %(levelname)s {process} %(message)s",
+    )
 
 
 def env_default(name: str, default: str) -> str:

@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
 import signal
 import socket
 import threading
 from dataclasses import replace
 
-from horae.cli.common import ensure_topics, env_default, require_services, serve_metrics
+from horae.cli.common import (
+    ensure_topics,
+    env_default,
+    require_services,
+    serve_metrics,
+    setup_logging,
+)
 from horae.settings import get_settings
 
 
@@ -87,10 +91,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _logging() -> None:
-    logging.basicConfig(
-        level=os.environ.get("HORAE_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s dispatcher %(message)s",
-    )
+    setup_logging("dispatcher")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import signal
 import socket
 import threading
 
-from horae.cli.common import ensure_topics, env_default, require_services, serve_metrics
+from horae.cli.common import (
+    ensure_topics,
+    env_default,
+    require_services,
+    serve_metrics,
+    setup_logging,
+)
 from horae.settings import get_settings
 from horae.streams.planner.clock import ensure_clock_topic
 from horae.streams.planner.decide import tenant_keys_from
@@ -58,10 +62,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=os.environ.get("HORAE_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s planner %(message)s",
-    )
+    setup_logging("planner")
     settings = get_settings()
     bootstrap, _ = require_services(settings, need_database=False)
     ensure_topics(settings, bootstrap)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
 from typing import TYPE_CHECKING
 
-from horae.cli.common import env_default, require_services, serve_metrics
+from horae.cli.common import env_default, require_services, serve_metrics, setup_logging
 from horae.settings import get_settings
 
 if TYPE_CHECKING:
@@ -86,10 +85,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _logging(name: str) -> None:
-    logging.basicConfig(
-        level=os.environ.get("HORAE_LOG_LEVEL", "INFO"),
-        format=f"%(asctime)s %(levelname)s {name} %(message)s",
-    )
+    setup_logging(name)
 
 
 def _config(schema: str, batch_records: int = 5000, batch_ms: int = 200) -> ProjectorConfig:
