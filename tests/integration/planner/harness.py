@@ -147,9 +147,10 @@ class PlannerEnv:
 
 
 def read_all(
-    bootstrap: str, topic: str, partitions: int = PARTITIONS, idle_s: float = 2.0
+    bootstrap: str, topic: str, partitions: int = PARTITIONS
 ) -> list[tuple[bytes | None, bytes | None]]:
-    """Every committed record of ``topic`` (read_committed), partition by partition."""
+    """Every committed record of ``topic`` (read_committed): read until each partition reports its
+    end (the last stable offset), however slowly the broker answers, within a minute."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -163,20 +164,17 @@ def read_all(
     out: list[tuple[bytes | None, bytes | None]] = []
     eof: set[int] = set()
     deadline = time.monotonic() + 60
-    last = time.monotonic()
     try:
-        while time.monotonic() < deadline and time.monotonic() - last < idle_s:
+        while len(eof) < partitions:
+            assert time.monotonic() < deadline, f"{topic}: no end reached in 60 s"
             msg = consumer.poll(0.2)
             if msg is None:
-                if len(eof) == partitions:
-                    break
                 continue
             if msg.error() is not None:
                 if msg.error().code() == msg.error()._PARTITION_EOF:
                     eof.add(msg.partition() or 0)
                 continue
             eof.discard(msg.partition() or 0)
-            last = time.monotonic()
             out.append((msg.key(), msg.value()))
     finally:
         consumer.close()
