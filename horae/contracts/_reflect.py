@@ -8,7 +8,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from enum import Enum
 from functools import cache
 from typing import Any
@@ -27,7 +27,7 @@ def to_avro(obj: Any) -> Any:
     """A dataclass instance (or value within one) as the datum fastavro writes (instants as aware
     datetimes: also the input of the canonical JSON form that signatures cover)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return _record_writer(obj.__class__, _aware)(obj)
+        return _record_writer(obj.__class__)(obj)
     if isinstance(obj, Enum):
         return obj.value
     if isinstance(obj, tuple | list):
@@ -39,22 +39,14 @@ def to_avro(obj: Any) -> Any:
     return obj
 
 
-def to_wire(obj: Any) -> Any:
-    """The datum of an event for the codec's hot path: like :func:`to_avro`, with instants as
-    integer microseconds (what fastavro writes for timestamp-micros)."""
-    return _record_writer(obj.__class__, _micros)(obj)
-
-
 def from_avro(tp: Any, value: Any) -> Any:
     """The Python value of type ``tp`` for a datum read by fastavro."""
     return _reader(tp)(value)
 
 
-# Converters are compiled once per declared type (the hot paths of the planner and the projector
-# encode and decode every record): no per-value introspection of type hints.
+# Converters are compiled once per declared type (the projector's hot path decodes every record):
+# no per-value introspection of type hints.
 Convert = typing.Callable[[Any], Any]
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 
 
 def _identity(value: Any) -> Any:
@@ -65,10 +57,6 @@ def _aware(value: datetime) -> datetime:
     if value.tzinfo is None:
         raise ValueError(f"naive datetime {value.isoformat()}: every instant must be aware")
     return value.astimezone(UTC)
-
-
-def _micros(value: datetime) -> int:
-    return (_aware(value) - _EPOCH) // _MICROSECOND
 
 
 def _timestamp(value: Any) -> datetime:
@@ -96,8 +84,8 @@ def _unless_none(convert: Convert) -> Convert:
 
 
 @cache
-def _record_writer(cls: Any, instant: Convert) -> Convert:
-    fields = tuple((name, _writer(tp, instant)) for name, tp in hints(cls).items())
+def _record_writer(cls: Any) -> Convert:
+    fields = tuple((name, _writer(tp)) for name, tp in hints(cls).items())
     plain = tuple(name for name, w in fields if w is _identity)
     converted = tuple((name, w) for name, w in fields if w is not _identity)
 
@@ -111,24 +99,24 @@ def _record_writer(cls: Any, instant: Convert) -> Convert:
 
 
 @cache
-def _writer(tp: Any, instant: Convert) -> Convert:
-    """How to write a value of the declared type ``tp`` (instants through ``instant``)."""
+def _writer(tp: Any) -> Convert:
+    """How to write a value of the declared type ``tp``."""
     inner = _optional_inner(tp)
     if inner is not None:
-        return _unless_none(_writer(inner, instant))
+        return _unless_none(_writer(inner))
     origin = typing.get_origin(tp)
     if origin is tuple:
-        item = _writer(typing.get_args(tp)[0], instant)
+        item = _writer(typing.get_args(tp)[0])
         return lambda v: [item(x) for x in v]
     if origin in (dict, Mapping):
-        value = _writer(typing.get_args(tp)[1], instant)
+        value = _writer(typing.get_args(tp)[1])
         return lambda v: {str(k): value(x) for k, x in v.items()}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _record_writer(tp, instant)
+        return _record_writer(tp)
     if isinstance(tp, type) and issubclass(tp, Enum):
         return lambda v: v.value
     if tp is datetime:
-        return instant
+        return _aware
     return _identity
 
 

@@ -22,7 +22,8 @@ from typing import Any, Protocol, TypeVar, cast, overload
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
-from horae.contracts._reflect import from_avro, to_wire
+from horae.contracts._reflect import from_avro
+from horae.contracts.binary import Body, compile_writers
 from horae.contracts.events import EVENT_TYPES, Event
 from horae.settings import PROJECT_ROOT, get_settings
 
@@ -67,12 +68,15 @@ class CurrentSchemas:
     raw: dict[type[Event], dict[str, Any]]
     parsed: dict[type[Event], Any]
     by_name: dict[str, type[Event]]
+    bodies: dict[type[Event], Body]  # compiled writers (horae.contracts.binary)
 
     @classmethod
     def load(cls, schemas_dir: Path = SCHEMAS_DIR) -> CurrentSchemas:
         raw = {t: load_schema(schemas_dir / f"{t.__name__}.avsc") for t in EVENT_TYPES}
         parsed = {t: fastavro.parse_schema(s) for t, s in raw.items()}
-        return cls(raw, parsed, {fullname(s): t for t, s in raw.items()})
+        by_name = {fullname(s): t for t, s in raw.items()}
+        writers = compile_writers({fullname(s): s for s in raw.values()})
+        return cls(raw, parsed, by_name, {by_name[n]: w for n, w in writers.items()})
 
 
 class SchemaIds(Protocol):
@@ -162,12 +166,10 @@ class Codec:
 
     def encode(self, event: Event) -> bytes:
         t = type(event)
-        if t not in self.current.parsed:
+        body = self.current.bodies.get(t)
+        if body is None:
             raise TypeError(f"{t.__name__} is not an event contract")
-        buf = io.BytesIO()
-        buf.write(_HEADER.pack(MAGIC, self.ids.writer_id(t)))
-        fastavro.schemaless_writer(buf, self.current.parsed[t], to_wire(event))
-        return buf.getvalue()
+        return _HEADER.pack(MAGIC, self.ids.writer_id(t)) + body(event)
 
     def decode_datum(self, data: bytes) -> tuple[type[Event], dict[str, Any]]:
         """The event type and the Avro datum (read with the current schema) of framed bytes."""
