@@ -131,7 +131,7 @@ class ScheduleEventType(StrEnum):
 # --- building blocks -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Signature:
     """Proof of origin: an HMAC-SHA256 over the canonical form (see :mod:`horae.contracts.signing`)
     with one of the tenant's ingress keys."""
@@ -141,7 +141,7 @@ class Signature:
     alg: str = "hmac-sha256"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Recurrence:
     """When: ``cron``: ``expr``; ``every``: ``interval_s`` (+ ``anchor``); ``at``: ``instants``."""
 
@@ -157,7 +157,7 @@ class Recurrence:
     end: datetime | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Target:
     """Where: a signed webhook call, or an event produced on a tenant topic."""
 
@@ -170,7 +170,7 @@ class Target:
     timeout_ms: int = 10_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     max_attempts: int = 5
     base_s: float = 1.0
@@ -180,7 +180,7 @@ class RetryPolicy:
     jitter_ratio: float = 0.5  # since v2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Policies:
     misfire: Misfire = Misfire.FIRE_ONCE
     max_catchup: int = 10  # bound for fire_all
@@ -191,7 +191,7 @@ class Policies:
     misfire_grace_s: int = 60  # since v2: later than this counts as missed
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Quotas:
     """The tenant quotas this trigger is subject to (as granted when it was authored)."""
 
@@ -204,7 +204,7 @@ class Quotas:
 # --- events ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TriggerDefinition:
     """A full version of a trigger (topic ``definitions``, key = trigger key, compacted)."""
 
@@ -226,7 +226,7 @@ class TriggerDefinition:
     signature: Signature | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Command:
     """An imperative request (topic ``commands``, key = trigger key)."""
 
@@ -243,7 +243,7 @@ class Command:
     signature: Signature | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FireRecord:
     """The decision about one instant (topic ``fires``, key = fire key, partitioned by trigger)."""
 
@@ -267,7 +267,7 @@ class FireRecord:
     command_id: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DispatchOrder:
     """A committed fire handed to a lane (topics ``lane.<lane>``, key = fire key)."""
 
@@ -282,7 +282,7 @@ class DispatchOrder:
     deadline: datetime | None = None  # retries truncated at the next instant
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannerState:
     """The planner's per-trigger state (topic ``planner-state``, key = trigger key, compacted)."""
 
@@ -303,7 +303,7 @@ class PlannerState:
     backfill_to: datetime | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Attempt:
     """One dispatch attempt (topic ``attempts``, key = fire key)."""
 
@@ -323,7 +323,7 @@ class Attempt:
     next_attempt_at: datetime | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkOutcome:
     """The final result of a fire's dispatch (topic ``outcomes``, key = fire key)."""
 
@@ -340,7 +340,7 @@ class WorkOutcome:
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ScheduleEvent:
     """Public, tenant-facing (topic ``schedule-events``, key = trigger key)."""
 
@@ -362,7 +362,7 @@ class ScheduleEvent:
     http_status: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Quarantined:
     """A record that could not be accepted (topic ``quarantine``), with its cause and bytes."""
 
@@ -378,7 +378,7 @@ class Quarantined:
     trigger_id: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AuditEntry:
     """A privileged act (topic ``audit``, key = tenant, kept long)."""
 

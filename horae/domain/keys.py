@@ -16,8 +16,10 @@ as a scheduled fire has its own key.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -29,6 +31,21 @@ from horae.domain.timefmt import MAX_EPOCH, MIN_EPOCH, format_utc, parse_instant
 VERSION = "v1"
 MAX_ID_LENGTH = 256
 MAX_SEQUENCE = 2**31 - 1
+_UNRESERVED = re.compile(r"[A-Za-z0-9._~-]+")  # what quote(..., safe="") leaves as it is
+
+
+def _escaped(text: str) -> str:
+    return text if _UNRESERVED.fullmatch(text) else quote(text, safe="")
+
+
+@lru_cache(maxsize=4096)
+def _instant_text(scheduled: int) -> str:
+    return format_utc(scheduled)  # cached: a peak second is one instant for many triggers
+
+
+def short_hash_of(canonical: str) -> str:
+    """:meth:`FireKey.short_hash` of a canonical form already at hand."""
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:20]
 
 
 class Origin(StrEnum):
@@ -63,12 +80,12 @@ class FireKey:
         object.__setattr__(self, "origin", enum_value(Origin, self.origin, "origin"))
 
     def canonical(self) -> str:
-        tenant, trigger = quote(self.tenant, safe=""), quote(self.trigger, safe="")
-        when = format_utc(self.scheduled)
+        tenant, trigger = _escaped(self.tenant), _escaped(self.trigger)
+        when = _instant_text(self.scheduled)
         return f"{VERSION}/{tenant}/{trigger}/{when}/{self.sequence}/{self.origin.value}"
 
     def short_hash(self) -> str:
-        return hashlib.sha256(self.canonical().encode("utf-8")).hexdigest()[:20]
+        return short_hash_of(self.canonical())
 
     def __str__(self) -> str:
         return self.canonical()

@@ -13,9 +13,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from horae.contracts import events as ev
-from horae.domain.keys import FireKey, Origin
+from horae.domain.keys import FireKey, Origin, short_hash_of
 from horae.domain.tzdb import tzdata_version
 
 
@@ -33,7 +34,10 @@ STATE_OF_CAUSE = {
 }
 
 
+@lru_cache(maxsize=8192)
 def at(epoch: float) -> datetime:
+    """The aware UTC datetime of an epoch (cached: a batch shares its ``now`` and, at a peak, its
+    scheduled instant)."""
     return datetime.fromtimestamp(epoch, UTC)
 
 
@@ -69,7 +73,7 @@ def fire_outputs(
         state = ev.FireState.FIRED
     record = ev.FireRecord(
         fire_key=canonical,
-        key_hash=key.short_hash(),
+        key_hash=short_hash_of(canonical),
         tenant=d.tenant,
         trigger_id=d.trigger_id,
         origin=origin,

@@ -203,3 +203,15 @@ def test_distinct_keys_have_distinct_canonical_forms(
     ]
     assert len({key.canonical(), *(v.canonical() for v in variants)}) == 6
     assert len({key.short_hash(), *(v.short_hash() for v in variants)}) == 6
+
+
+@cases(400)
+@given(
+    text=st.text(min_size=1, max_size=20) | st.from_regex(r"[A-Za-z0-9._~-]{1,20}", fullmatch=True)
+)
+def test_fire_key_escaping_equals_full_percent_encoding(text: str) -> None:
+    from urllib.parse import quote
+
+    from horae.domain.keys import _escaped
+
+    assert _escaped(text) == quote(text, safe="")
