@@ -23,7 +23,7 @@ import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
 from horae.contracts._reflect import from_avro
-from horae.contracts.binary import Body, compile_writers
+from horae.contracts.binary import Body, Read, compile_readers, compile_writers
 from horae.contracts.events import EVENT_TYPES, Event
 from horae.settings import PROJECT_ROOT, get_settings
 
@@ -69,6 +69,7 @@ class CurrentSchemas:
     parsed: dict[type[Event], Any]
     by_name: dict[str, type[Event]]
     bodies: dict[type[Event], Body]  # compiled writers (horae.contracts.binary)
+    readers: dict[type[Event], Read]  # compiled readers of records written with these schemas
 
     @classmethod
     def load(cls, schemas_dir: Path = SCHEMAS_DIR) -> CurrentSchemas:
@@ -76,7 +77,8 @@ class CurrentSchemas:
         parsed = {t: fastavro.parse_schema(s) for t, s in raw.items()}
         by_name = {fullname(s): t for t, s in raw.items()}
         writers = compile_writers({fullname(s): s for s in raw.values()})
-        return cls(raw, parsed, by_name, {by_name[n]: w for n, w in writers.items()})
+        bodies = {by_name[n]: w for n, w in writers.items()}
+        return cls(raw, parsed, by_name, bodies, compile_readers(EVENT_TYPES))
 
 
 class SchemaIds(Protocol):
@@ -197,10 +199,32 @@ class Codec:
     def decode(self, data: bytes, expect: type[E]) -> E: ...
 
     def decode(self, data: bytes, expect: type[Any] | None = None) -> Event:
-        t, datum = self.decode_datum(data)
+        read = self._compiled_reader(data)
+        if read is None:  # an older writer schema: fastavro resolves it
+            t, datum = self.decode_datum(data)
+            if expect is not None and t is not expect:
+                raise DecodeError("type", f"a {t.__name__} where a {expect.__name__} was expected")
+            return to_event(t, datum)
+        t, reader = read
         if expect is not None and t is not expect:
             raise DecodeError("type", f"a {t.__name__} where a {expect.__name__} was expected")
-        return to_event(t, datum)
+        try:
+            event, end = reader(data if isinstance(data, bytes) else bytes(data), _HEADER.size)
+        except Exception as exc:
+            raise DecodeError("avro", f"{type(exc).__name__}: {exc}") from exc
+        if end != len(data):
+            raise DecodeError("avro", "trailing bytes after the record")
+        return cast(Event, event)
+
+    def _compiled_reader(self, data: bytes) -> tuple[type[Event], Read] | None:
+        """The event type and compiled reader of framed bytes written with the current schema."""
+        if not isinstance(data, bytes | bytearray | memoryview) or len(data) < _HEADER.size:
+            raise DecodeError("framing", "shorter than the 5-byte wire header")
+        magic, schema_id = _HEADER.unpack_from(data)
+        if magic != MAGIC:
+            raise DecodeError("framing", f"magic byte {magic}, expected {MAGIC}")
+        t, _, resolving = self._writer(schema_id)
+        return None if resolving is not None else (t, self.current.readers[t])
 
     def _writer(self, schema_id: int) -> tuple[type[Event], Any, Any]:
         if schema_id not in self._writers:

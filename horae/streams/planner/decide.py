@@ -38,15 +38,23 @@ Ev = ev.ScheduleEventType
 
 def compile_definition(d: ev.TriggerDefinition) -> tuple[TriggerSpec, Schedule]:
     """The domain spec of a definition and its (shared) compiled schedule; raises
-    ValidationError. The API's dry-run goes through the same :func:`trigger_spec`."""
-    spec = _shared(trigger_spec(d))
-    return spec, spec.schedule()
+    ValidationError. The API's dry-run goes through the same :func:`trigger_spec`. The spec is a
+    function of the recurrence and the policies only, so it is computed once per distinct pair."""
+    key = (d.recurrence, d.policies)
+    found = _COMPILED.get(key)
+    if found is None:
+        spec = _shared(trigger_spec(d))
+        if len(_COMPILED) >= _SHARED_LIMIT:
+            _COMPILED.clear()
+        _COMPILED[key] = found = (spec, spec.schedule())
+    return found
 
 
 # Many triggers share a recurrence and policies: the index keeps one copy of each equal value
 # object (frozen, hashable), so a trigger's footprint is mostly what is its own (ids, target).
 _SHARED: dict[object, object] = {}
 _SHARED_LIMIT = 1_000_000
+_COMPILED: dict[tuple[ev.Recurrence, ev.Policies], tuple[TriggerSpec, Schedule]] = {}
 
 
 def _shared(value: T) -> T:
