@@ -168,7 +168,12 @@ def main() -> None:
     parser.add_argument("--triggers", type=int, default=1_000_000)
     parser.add_argument("--peak", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=12)
-    parser.add_argument("--phase", choices=("all", "coldstart"), default="all")
+    parser.add_argument(
+        "--phase",
+        choices=("all", "load", "coldstart"),
+        default="all",
+        help="load only, or cold start and peak on a prefix loaded before (for profiling)",
+    )
     parser.add_argument("--prefix", default=f"bench{uuid.uuid4().hex[:6]}.")
     args = parser.parse_args()
     bootstrap, _ = require_services(get_settings(), need_database=False)
@@ -177,6 +182,8 @@ def main() -> None:
         return
     print(f"planner bench: {args.triggers} triggers, peak {args.peak}, prefix {args.prefix}")
     load(bootstrap, args.prefix, args.triggers, args.peak, args.partitions)
+    if args.phase == "load":
+        return
     # cold start in a fresh process (the same worker slot restarting), so that its memory is the
     # planner's alone
     out = (

@@ -43,6 +43,12 @@ def _instant_text(scheduled: int) -> str:
     return format_utc(scheduled)  # cached: a peak second is one instant for many triggers
 
 
+def canonical_text(tenant: str, trigger: str, scheduled: int, sequence: int, origin: str) -> str:
+    """:meth:`FireKey.canonical` of parts already valid (the planner's hot path: no object)."""
+    when = _instant_text(scheduled)
+    return f"{VERSION}/{_escaped(tenant)}/{_escaped(trigger)}/{when}/{sequence}/{origin}"
+
+
 def short_hash_of(canonical: str) -> str:
     """:meth:`FireKey.short_hash` of a canonical form already at hand."""
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:20]
@@ -80,9 +86,9 @@ class FireKey:
         object.__setattr__(self, "origin", enum_value(Origin, self.origin, "origin"))
 
     def canonical(self) -> str:
-        tenant, trigger = _escaped(self.tenant), _escaped(self.trigger)
-        when = _instant_text(self.scheduled)
-        return f"{VERSION}/{tenant}/{trigger}/{when}/{self.sequence}/{self.origin.value}"
+        return canonical_text(
+            self.tenant, self.trigger, self.scheduled, self.sequence, self.origin.value
+        )
 
     def short_hash(self) -> str:
         return short_hash_of(self.canonical())

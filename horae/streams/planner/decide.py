@@ -67,15 +67,35 @@ def _shared(value: T) -> T:
 
 
 def held(d: ev.TriggerDefinition) -> ev.TriggerDefinition:
-    """The definition as the index holds it: shared value objects, no signature (it was
-    verified at ingress; the ledger never needs it again)."""
+    """The definition as the index holds it: shared value objects and strings, no signature (it
+    was verified at ingress; the ledger never needs it again)."""
+    t = d.target
+    target_key = (t.kind, t.url, t.method, tuple(t.headers.items()), t.topic, t.secret_refs)
     return replace(
         d,
+        tenant=_shared(d.tenant),
+        author=_shared(d.author),
+        content_type=_shared(d.content_type),
         recurrence=_shared(d.recurrence),
         policies=_shared(d.policies),
         quotas=_shared(d.quotas),
+        target=_shared_as((target_key, t.timeout_ms), t),
+        labels=d.labels or _NO_LABELS,
         signature=None,
     )
+
+
+_NO_LABELS: dict[str, str] = {}  # held definitions are frozen: one empty mapping serves all
+
+
+def _shared_as(key: object, value: T) -> T:
+    """:func:`_shared` for a value that is not hashable itself (a target has a headers dict)."""
+    found = _SHARED.get(key)
+    if found is None:
+        if len(_SHARED) >= _SHARED_LIMIT:
+            _SHARED.clear()
+        _SHARED[key] = found = value
+    return found  # type: ignore[return-value]
 
 
 class Decider:

@@ -1,6 +1,6 @@
 """The due index of one owned partition: every trigger's next due time, cheapest first.
 
-A binary heap of ``(due_ts, seq, trigger_key)`` with lazy deletion: an entry whose trigger has a
+A binary heap of ``(due_ts, trigger_key)`` with lazy deletion: an entry whose trigger has a
 different ``due_ts`` (rescheduled, paused, deleted) is dropped when it surfaces. Times are epoch
 seconds (floats) to keep the per-trigger footprint small.
 """
@@ -8,7 +8,6 @@ seconds (floats) to keep the per-trigger footprint small.
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -36,8 +35,7 @@ class DueIndex:
     def __init__(self, partition: int) -> None:
         self.partition = partition
         self.entries: dict[str, TriggerEntry] = {}
-        self._heap: list[tuple[float, int, str]] = []
-        self._tiebreak = itertools.count()
+        self._heap: list[tuple[float, str]] = []
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -45,7 +43,7 @@ class DueIndex:
     def put(self, key: str, entry: TriggerEntry) -> None:
         self.entries[key] = entry
         if entry.due_ts is not None:
-            heapq.heappush(self._heap, (entry.due_ts, next(self._tiebreak), key))
+            heapq.heappush(self._heap, (entry.due_ts, key))
 
     def remove(self, key: str) -> None:
         self.entries.pop(key, None)
@@ -54,7 +52,7 @@ class DueIndex:
         """The earliest live due time (drops stale heap entries on the way)."""
         heap = self._heap
         while heap:
-            due, _, key = heap[0]
+            due, key = heap[0]
             entry = self.entries.get(key)
             if entry is not None and entry.due_ts == due:
                 return due
@@ -67,7 +65,7 @@ class DueIndex:
         heap = self._heap
         taken = 0
         while heap and taken < limit:
-            due, _, key = heap[0]
+            due, key = heap[0]
             if due > until:
                 return
             heapq.heappop(heap)

@@ -3,6 +3,7 @@ test process do not collide. ``horae planner --metrics-port`` serves them on ``/
 
 from __future__ import annotations
 
+from collections import Counter as Tally
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -57,13 +58,19 @@ class PlannerMetrics:
         )
 
     def observe_committed(self, outputs: Sequence[Output], now: float) -> None:
+        states: Tally[str] = Tally()
+        lateness: Tally[float] = Tally()  # a batch shares decided-at, often scheduled-at too
         for out in outputs:
             event = out.event
             if isinstance(event, ev.FireRecord):
-                self.fires.labels(event.state.value).inc()
+                states[event.state.value] += 1
                 if event.state is ev.FireState.FIRED:
-                    self.lateness.observe(
-                        max(0.0, event.decided_at.timestamp() - event.scheduled_at.timestamp())
-                    )
+                    late = event.decided_at.timestamp() - event.scheduled_at.timestamp()
+                    lateness[max(0.0, late)] += 1
             elif isinstance(event, ev.Quarantined):
                 self.quarantined.labels(event.cause).inc()
+        for state, n in states.items():
+            self.fires.labels(state).inc(n)
+        for late, n in lateness.items():
+            for _ in range(n):
+                self.lateness.observe(late)

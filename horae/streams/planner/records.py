@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 from horae.contracts import events as ev
-from horae.domain.keys import FireKey, Origin, short_hash_of
+from horae.domain.keys import canonical_text, short_hash_of
 from horae.domain.tzdb import tzdata_version
 
 
@@ -64,8 +64,7 @@ def fire_outputs(
     """The ledger record of one decided instant and, when ``lane`` is set, its hand-over.
     ``next_instant`` (the trigger's following instant) is the dispatch deadline: retries are
     truncated there."""
-    key = FireKey(d.tenant, d.trigger_id, scheduled, 0, Origin(origin.value))
-    canonical = key.canonical()
+    canonical = canonical_text(d.tenant, d.trigger_id, scheduled, 0, origin.value)
     decided = at(now)
     if lane is None:
         state = STATE_OF_CAUSE.get(cause or "", ev.FireState.SKIPPED)
