@@ -3,6 +3,7 @@ attempts and outcome, lateness percentiles, triggers of a tenant, tenant isolati
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -44,7 +45,7 @@ def history_rows(database_url: str, schema: str) -> None:
             outs.append(Out(Topic.DEFINITIONS, tk, encode(definition(tenant, trig)), tk))
         tk = ev.trigger_key(tenant, "gone")
         deleted = definition(tenant, "gone", version=2)
-        deleted = type(deleted)(**{**deleted.__dict__, "state": ev.DefinitionState.DELETED})
+        deleted = replace(deleted, state=ev.DefinitionState.DELETED)
         outs.append(Out(Topic.DEFINITIONS, tk, encode(deleted), tk))
     for i in range(50):  # acme/nightly: 50 instants a minute apart; every 10th skipped
         state = ev.FireState.SKIPPED if i % 10 == 0 else ev.FireState.FIRED
