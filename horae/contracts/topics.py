@@ -3,7 +3,7 @@
 Keys (UTF-8 strings):
 
 - trigger key ``<tenant>/<trigger_id>`` (:func:`horae.contracts.events.trigger_key`) for
-  definitions, commands, planner state and schedule events;
+  definitions, accepted definitions, commands, planner state and schedule events;
 - fire key (``FireKey.canonical()``) for the fire ledger, lanes, attempts and outcomes. The ledger
   is *partitioned by trigger*: producers pass ``partition=partition_for(trigger_key, n)`` so that a
   trigger's ledger and its planner state live on the same partition number (both topics have the
@@ -13,6 +13,12 @@ Keys (UTF-8 strings):
 Every producer sets ``partitioner=murmur2_random`` (:data:`PRODUCER_DEFAULTS`): librdkafka's default
 (CRC32) disagrees with Java clients; murmur2 makes keyed records land where Java/Kafka Streams would
 put them and where :func:`partition_for` says.
+
+``definitions`` is the ingress anyone with produce rights can write (signed definitions are
+verified there); ``definitions.accepted`` is the planner's copy of each version it accepted,
+committed in the transaction that applied it. The planner rebuilds from it and the projector reads
+it, so a forged, stale or tombstoned record on the ingress (which compaction may keep in place of
+the accepted one) never reaches either.
 
 Record timestamps: never a future fire time (Kafka 4 rejects timestamps more than 1 h ahead); let
 the producer stamp "now" (do not pass ``timestamp=``). Instants travel inside the value.
@@ -40,7 +46,8 @@ PRODUCER_DEFAULTS: dict[str, str | int | bool] = {
 class Topic(StrEnum):
     """Topic suffixes; the full name is ``<prefix><suffix>`` (default prefix ``horae.``)."""
 
-    DEFINITIONS = "definitions"
+    DEFINITIONS = "definitions"  # ingress: what tenants (and the breaker) produce
+    ACCEPTED = "definitions.accepted"  # what the planner accepted, written by it alone
     COMMANDS = "commands"
     FIRES = "fires"
     PLANNER_STATE = "planner-state"
@@ -96,6 +103,7 @@ def _spec(
 
 CATALOGUE: tuple[TopicSpec, ...] = (
     _spec(Topic.DEFINITIONS, ev.TriggerDefinition, "trigger", _COMPACTED_FOREVER),
+    _spec(Topic.ACCEPTED, ev.TriggerDefinition, "trigger", _COMPACTED_FOREVER),
     _spec(Topic.COMMANDS, ev.Command, "trigger", _delete(7)),
     _spec(Topic.FIRES, ev.FireRecord, "fire", _COMPACTED_FOREVER),
     _spec(Topic.PLANNER_STATE, ev.PlannerState, "trigger", _COMPACTED_FOREVER),

@@ -1,7 +1,7 @@
 """PostgreSQL read models of Horae's history (projections).
 
-Nothing here is truth: every row is derived from the topics (definitions, fire ledger, attempts,
-outcomes, schedule events, audit) and can be dropped and rebuilt from them.
+Nothing here is truth: every row is derived from the topics (accepted definitions, fire ledger,
+attempts, outcomes, schedule events, audit) and can be dropped and rebuilt from them.
 
 - :mod:`.schema` — schemas ("generations"), migrations (``sql/migrations``), swap;
 - :mod:`.rows` — pure mapping of decoded records to staging rows;

@@ -37,7 +37,7 @@ class Stage(StrEnum):
 
 #: The topics the projector consumes, with the one event type each carries and its stage.
 PROJECTED: dict[Topic, tuple[type[ev.Event], Stage]] = {
-    Topic.DEFINITIONS: (ev.TriggerDefinition, Stage.DEFINITIONS),
+    Topic.ACCEPTED: (ev.TriggerDefinition, Stage.DEFINITIONS),
     Topic.FIRES: (ev.FireRecord, Stage.FIRES),
     Topic.ATTEMPTS: (ev.Attempt, Stage.ATTEMPTS),
     Topic.OUTCOMES: (ev.WorkOutcome, Stage.OUTCOMES),

@@ -8,6 +8,7 @@ attempts and outcome on its trigger's partition number). Deterministic for a giv
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -166,7 +167,7 @@ def history(
             for k in range(triggers):
                 tenant, trig = f"tenant-{t}", f"trigger-{k}"
                 tk = ev.trigger_key(tenant, trig)
-                yield Out(Topic.DEFINITIONS, tk, encode(definition(tenant, trig)), tk)
+                yield Out(Topic.ACCEPTED, tk, encode(definition(tenant, trig)), tk)
         for t in range(tenants):
             tenant = f"tenant-{t}"
             yield Out(Topic.AUDIT, tenant, encode(audit(tenant, start_index)), tenant)
@@ -208,9 +209,17 @@ class HistoryProducer:
         self._partitions: dict[str, int] = {}
 
     def partitions(self, topic: str) -> int:
-        if topic not in self._partitions:
-            meta = self.producer.list_topics(topic, timeout=10)
-            self._partitions[topic] = len(meta.topics[topic].partitions)
+        """The topic's partition count (waits out the moment after creation when the metadata
+        does not list its partitions yet)."""
+        deadline = time.monotonic() + 30
+        while topic not in self._partitions:
+            meta = self.producer.list_topics(topic, timeout=10).topics.get(topic)
+            if meta is not None and meta.error is None and meta.partitions:
+                self._partitions[topic] = len(meta.partitions)
+            elif time.monotonic() > deadline:
+                raise RuntimeError(f"topic {topic} has no partitions in the metadata")
+            else:
+                time.sleep(0.2)
         return self._partitions[topic]
 
     def send(self, records: Iterable[Out]) -> int:

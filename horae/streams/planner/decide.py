@@ -128,7 +128,8 @@ class Decider:
             return [
                 Output(_quarantine(msg, "stale-version", detail, now, accepted), index.partition)
             ]
-        return self.apply_definition(index, key, entry, accepted, now)
+        accepted_copy = Output(accepted, index.partition)  # onto definitions.accepted
+        return [accepted_copy, *self.apply_definition(index, key, entry, accepted, now)]
 
     def on_command_record(self, index: DueIndex, msg: Message, now: float) -> list[Output]:
         value = msg.value()

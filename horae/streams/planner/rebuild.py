@@ -1,10 +1,10 @@
-"""Rebuild one partition's due index from Kafka: the definitions up to the committed offset (the
-intent) and the compacted planner-state changelog (the progress), both read_committed.
+"""Rebuild one partition's due index from Kafka: the accepted definitions (the intent) and the
+compacted planner-state changelog (the progress), both read_committed.
 
-A planner-state record is always committed in the same transaction as the definitions offset that
-produced it, so the two agree, and it names the version that was accepted: a definition whose
-version has a state record passed ingress (signature, validation) when it was first consumed and is
-only decoded here; one without (it was quarantined) is skipped.
+The planner writes both, in the transaction that commits the input offsets that produced them, so
+they agree with each other and with the group's committed position: a definition is on
+``definitions.accepted`` only if it passed ingress (signature, validation) when first consumed, and
+the ingress topic is not read here at all (a forged or stale record there changes nothing).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
-from horae.contracts.ingress import decode_definition
 from horae.kafka.reader import read_partition
 from horae.streams.planner.index import DueIndex
 
@@ -25,8 +24,7 @@ def rebuild_partition(
     bootstrap: str,
     partition: int,
     *,
-    definitions_topic: str,
-    definitions_until: int,
+    accepted_topic: str,
     state_topic: str,
     decider: Decider,
     now: float,
@@ -42,19 +40,16 @@ def rebuild_partition(
             continue  # written by us; unreadable means a newer planner wrote it: skip, recompute
         states[ev.trigger_key(state.tenant, state.trigger_id)] = state
     index = DueIndex(partition)
-    if definitions_until <= 0:
-        return index
-    for msg in read_partition(bootstrap, definitions_topic, partition, definitions_until):
+    for msg in read_partition(bootstrap, accepted_topic, partition):
         key = (msg.key() or b"").decode(errors="replace")
         accepted = states.get(key)
         value = msg.value()
         if accepted is None or value is None:
             continue
         try:
-            definition = decode_definition(value)
+            definition = decode(value, ev.TriggerDefinition)
         except DecodeError:
             continue
-        if definition.version != accepted.trigger_version:
-            continue  # a version that was quarantined (the accepted one comes before it)
-        index.put(key, decider.restore(definition, accepted, now))
+        if definition.version == accepted.trigger_version:  # the latest accepted version
+            index.put(key, decider.restore(definition, accepted, now))
     return index

@@ -5,12 +5,13 @@ Per loop iteration (about every ``tick_s``, sooner when an earlier instant becom
 1. consume definitions and commands (read_committed) and apply them to the owned due indexes;
 2. if the clock gate is open, decide every instant due at ``now − ε``;
 3. commit, in ONE Kafka transaction, every record this produced (fire records, planner-state
-   updates, dispatch orders, schedule events, audit, quarantine) and the consumed offsets with the
-   group metadata (KIP-447: a fenced or stale member cannot commit).
+   updates, accepted definitions, dispatch orders, schedule events, audit, quarantine) and the
+   consumed offsets with the group metadata (KIP-447: a fenced or stale member cannot commit).
 
 State lives in Kafka only: on assignment (and after any aborted transaction) each owned partition's
-index is rebuilt from the compacted planner-state changelog and the definitions up to the committed
-offset, so restart, rebalance and failover take the same path as a cold start.
+index is rebuilt from the compacted planner-state changelog and the accepted definitions (both
+written in the transactions that commit the input offsets), so restart, rebalance and failover
+take the same path as a cold start.
 """
 
 from __future__ import annotations
@@ -137,13 +138,10 @@ class Planner:
         self.metrics.partitions_owned.set(len(self.indexes))
 
     def _rebuild(self, p: int) -> DueIndex:
-        definitions = TopicPartition(self._topics[Topic.DEFINITIONS], p)
-        committed = self.consumer.committed([definitions], timeout=30)[0].offset
         return rebuild_partition(
             self.config.bootstrap,
             p,
-            definitions_topic=definitions.topic,
-            definitions_until=max(committed, 0),
+            accepted_topic=self._topics[Topic.ACCEPTED],
             state_topic=self._topics[Topic.PLANNER_STATE],
             decider=self.decider,
             now=self.clock(),
@@ -235,6 +233,8 @@ class Planner:
             topic, key = Topic.PLANNER_STATE, ev.trigger_key(event.tenant, event.trigger_id)
         elif isinstance(event, ev.DispatchOrder):
             topic, key = lane_topic(event.lane), event.fire.fire_key
+        elif isinstance(event, ev.TriggerDefinition):
+            topic, key = Topic.ACCEPTED, ev.trigger_key(event.tenant, event.trigger_id)
         elif isinstance(event, ev.ScheduleEvent):
             topic, key = Topic.SCHEDULE_EVENTS, ev.trigger_key(event.tenant, event.trigger_id)
         elif isinstance(event, ev.Quarantined):

@@ -48,3 +48,37 @@ def test_quarantined_definition_does_not_stop_its_partition(planner_env: Planner
     assert "type" in causes
     assert any(q.tenant == "other" for q in quarantined)
     assert [f for f in ledger(planner_env) if f.trigger_id == "tick"], "the rest keeps flowing"
+
+
+def test_forged_stale_or_tombstoned_ingress_records_change_nothing_after_a_restart(
+    planner_env: PlannerEnv,
+) -> None:
+    """The ingress topic may end with a record that is not the accepted version (compaction would
+    keep only that one): the planner rebuilds from definitions.accepted, so a restart changes
+    nothing."""
+    good = definition("tick")
+    planner_env.put(good)
+    planner_env.start_thread("a")
+    time.sleep(3)
+    planner_env.stop_threads()
+    forged = replace(
+        good, target=ev.Target(kind=ev.TargetKind.WEBHOOK, url="https://evil.example/")
+    )
+    planner_env.put(replace(good, author="replayed"))  # the same version again: stale
+    planner_env.put(forged)  # same version, signature no longer matches: quarantined
+    planner_env.produce(Topic.DEFINITIONS, b"acme/tick", None)  # a tombstone
+    restarted = time.time()
+    planner_env.start_thread("a")  # the same slot: it takes its partitions back at once
+    time.sleep(5)
+    planner_env.stop_threads()
+
+    accepted = read_all(planner_env.bootstrap, planner_env.topic(Topic.ACCEPTED))
+    assert [decode(v or b"", ev.TriggerDefinition) for _, v in accepted] == [good]
+    orders = [
+        decode(v or b"", ev.DispatchOrder)
+        for _, v in read_all(planner_env.bootstrap, planner_env.topic(Topic.LANE_ON_TIME))
+    ]
+    after = [o for o in orders if o.fire.decided_at.timestamp() > restarted]
+    assert after, "the trigger kept firing after the restart"
+    assert {o.target.url for o in orders} == {"https://hooks.example/x"}
+    assert not duplicates(ledger(planner_env))

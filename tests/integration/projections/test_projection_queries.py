@@ -42,11 +42,11 @@ def history_rows(database_url: str, schema: str) -> None:
     for tenant in ("acme", "globex"):
         for trig in ("nightly", "hourly", "gone"):
             tk = ev.trigger_key(tenant, trig)
-            outs.append(Out(Topic.DEFINITIONS, tk, encode(definition(tenant, trig)), tk))
+            outs.append(Out(Topic.ACCEPTED, tk, encode(definition(tenant, trig)), tk))
         tk = ev.trigger_key(tenant, "gone")
         deleted = definition(tenant, "gone", version=2)
         deleted = replace(deleted, state=ev.DefinitionState.DELETED)
-        outs.append(Out(Topic.DEFINITIONS, tk, encode(deleted), tk))
+        outs.append(Out(Topic.ACCEPTED, tk, encode(deleted), tk))
     for i in range(50):  # acme/nightly: 50 instants a minute apart; every 10th skipped
         state = ev.FireState.SKIPPED if i % 10 == 0 else ev.FireState.FIRED
         f = fire("acme", "nightly", START + timedelta(minutes=i), state, cause=None)

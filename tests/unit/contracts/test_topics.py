@@ -34,7 +34,12 @@ def test_catalogue_is_complete_and_consistent() -> None:
     for lane in ev.Lane:
         assert tp.lane_topic(lane) in names
     compacted = {s.suffix for s in tp.CATALOGUE if s.config["cleanup.policy"] == "compact"}
-    assert compacted == {tp.Topic.DEFINITIONS, tp.Topic.FIRES, tp.Topic.PLANNER_STATE}
+    assert compacted == {
+        tp.Topic.DEFINITIONS,
+        tp.Topic.ACCEPTED,
+        tp.Topic.FIRES,
+        tp.Topic.PLANNER_STATE,
+    }
     assert tp.spec(tp.Topic.FIRES).partitions == tp.spec(tp.Topic.PLANNER_STATE).partitions
     assert int(tp.spec(tp.Topic.AUDIT).config["retention.ms"]) >= 365 * tp.DAY_MS
 

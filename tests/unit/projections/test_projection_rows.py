@@ -63,7 +63,7 @@ def test_every_projected_type_maps_to_a_full_row() -> None:
     f = fire("acme", "t", START)
     a = attempt(f, 1, timedelta(milliseconds=5))
     events: dict[Topic, ev.Event] = {
-        Topic.DEFINITIONS: definition("acme", "t"),
+        Topic.ACCEPTED: definition("acme", "t"),
         Topic.FIRES: f,
         Topic.ATTEMPTS: a,
         Topic.OUTCOMES: outcome(f, [a]),
