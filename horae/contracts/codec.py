@@ -175,12 +175,7 @@ class Codec:
 
     def decode_datum(self, data: bytes) -> tuple[type[Event], dict[str, Any]]:
         """The event type and the Avro datum (read with the current schema) of framed bytes."""
-        if not isinstance(data, bytes | bytearray | memoryview) or len(data) < _HEADER.size:
-            raise DecodeError("framing", "shorter than the 5-byte wire header")
-        magic, schema_id = _HEADER.unpack_from(data)
-        if magic != MAGIC:
-            raise DecodeError("framing", f"magic byte {magic}, expected {MAGIC}")
-        t, writer, reader = self._writer(schema_id)
+        t, writer, reader = self._writer(_schema_id(data))
         buf = io.BytesIO(bytes(data[_HEADER.size :]))
         try:
             datum = fastavro.schemaless_reader(buf, writer, reader)
@@ -199,32 +194,18 @@ class Codec:
     def decode(self, data: bytes, expect: type[E]) -> E: ...
 
     def decode(self, data: bytes, expect: type[Any] | None = None) -> Event:
-        read = self._compiled_reader(data)
-        if read is None:  # an older writer schema: fastavro resolves it
-            t, datum = self.decode_datum(data)
-            if expect is not None and t is not expect:
-                raise DecodeError("type", f"a {t.__name__} where a {expect.__name__} was expected")
-            return to_event(t, datum)
-        t, reader = read
+        t, _, resolving = self._writer(_schema_id(data))
         if expect is not None and t is not expect:
             raise DecodeError("type", f"a {t.__name__} where a {expect.__name__} was expected")
+        if resolving is not None:  # an older writer schema: fastavro resolves it
+            return to_event(t, self.decode_datum(data)[1])
         try:
-            event, end = reader(data if isinstance(data, bytes) else bytes(data), _HEADER.size)
+            event, end = self.current.readers[t](bytes(data), _HEADER.size)
         except Exception as exc:
             raise DecodeError("avro", f"{type(exc).__name__}: {exc}") from exc
         if end != len(data):
             raise DecodeError("avro", "trailing bytes after the record")
         return cast(Event, event)
-
-    def _compiled_reader(self, data: bytes) -> tuple[type[Event], Read] | None:
-        """The event type and compiled reader of framed bytes written with the current schema."""
-        if not isinstance(data, bytes | bytearray | memoryview) or len(data) < _HEADER.size:
-            raise DecodeError("framing", "shorter than the 5-byte wire header")
-        magic, schema_id = _HEADER.unpack_from(data)
-        if magic != MAGIC:
-            raise DecodeError("framing", f"magic byte {magic}, expected {MAGIC}")
-        t, _, resolving = self._writer(schema_id)
-        return None if resolving is not None else (t, self.current.readers[t])
 
     def _writer(self, schema_id: int) -> tuple[type[Event], Any, Any]:
         if schema_id not in self._writers:
@@ -241,6 +222,16 @@ class Codec:
             same = canonical(schema) == canonical(self.current.raw[t])
             self._writers[schema_id] = (t, parsed, None if same else self.current.parsed[t])
         return self._writers[schema_id]
+
+
+def _schema_id(data: bytes) -> int:
+    """The schema id in the Confluent framing of ``data``."""
+    if not isinstance(data, bytes | bytearray | memoryview) or len(data) < _HEADER.size:
+        raise DecodeError("framing", "shorter than the 5-byte wire header")
+    magic, schema_id = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise DecodeError("framing", f"magic byte {magic}, expected {MAGIC}")
+    return int(schema_id)
 
 
 def to_event(t: type[E], datum: dict[str, Any]) -> E:

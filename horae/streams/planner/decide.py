@@ -58,12 +58,7 @@ _COMPILED: dict[tuple[ev.Recurrence, ev.Policies], tuple[TriggerSpec, Schedule]]
 
 
 def _shared(value: T) -> T:
-    found = _SHARED.get(value)
-    if found is None:
-        if len(_SHARED) >= _SHARED_LIMIT:
-            _SHARED.clear()
-        _SHARED[value] = found = value
-    return found  # type: ignore[return-value]
+    return _shared_as(value, value)
 
 
 def held(d: ev.TriggerDefinition) -> ev.TriggerDefinition:
