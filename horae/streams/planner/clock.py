@@ -82,7 +82,16 @@ class ClockGate:
         self.reading: ClockReading | None = None
 
     def poll(self) -> None:
-        """Serve delivery reports, and send a probe when one is due."""
+        """Serve delivery reports, and send a probe when one is due. A reading gone stale while
+        this process was busy elsewhere (a long rebuild on assignment) is refreshed before the gate
+        is judged: only a broker that does not answer closes it for staleness."""
+        reading = self.reading
+        if reading is not None and time.monotonic() - reading.read_at > self._stale_after_s:
+            self.wait_fresh_reading(after=reading.read_at, timeout_s=min(5.0, self._stale_after_s))
+            return
+        self._probe()
+
+    def _probe(self) -> None:
         now = self._clock()
         if now - self._last_probe >= self._probe_every_s:
             self._last_probe = now
@@ -118,11 +127,20 @@ class ClockGate:
         return not reading.exceeds(self.max_skew_s)
 
     def wait_first_reading(self, timeout_s: float = 30.0) -> bool:
+        return self.wait_fresh_reading(after=None, timeout_s=timeout_s)
+
+    def wait_fresh_reading(self, after: float | None, timeout_s: float) -> bool:
+        """Probe and wait (at most ``timeout_s``) for a reading newer than ``after``."""
         deadline = time.monotonic() + timeout_s
-        self.poll()
-        while self.reading is None and time.monotonic() < deadline:
+        self._last_probe = float("-inf")
+        self._probe()
+        while not self._newer(after) and time.monotonic() < deadline:
             self._producer.poll(0.1)
-        return self.reading is not None
+        return self._newer(after)
+
+    def _newer(self, after: float | None) -> bool:
+        reading = self.reading
+        return reading is not None and (after is None or reading.read_at > after)
 
     def close(self) -> None:
         self._producer.flush(5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from horae.streams.planner.clock import ClockGate, clock_topic
 from tests.integration.planner.harness import PlannerEnv, definition, ledger
 
 
@@ -32,3 +33,27 @@ def test_skewed_clock_stops_deciding_and_releases_partitions(planner_env: Planne
     assert max(f.scheduled_at.timestamp() for f in fires) <= closed_at + 30
     assert max(f.decided_at.timestamp() for f in fires) <= closed_at + 30
     assert closed_at - jumped_at < 20, "the next probe notices the skew"
+
+
+def test_a_reading_gone_stale_while_busy_is_refreshed_not_a_closed_gate(
+    planner_env: PlannerEnv,
+) -> None:
+    """A long rebuild on assignment leaves the last reading old: the next poll probes again and
+    the gate stays open; a broker that does not answer closes it."""
+    gate = ClockGate(planner_env.bootstrap, clock_topic(planner_env.prefix), time.time, 2.0,
+                     stale_after_s=1.0)  # fmt: skip
+    try:
+        assert gate.wait_first_reading()
+        time.sleep(1.5)  # busy elsewhere: the reading is stale now
+        assert not gate.open
+        gate.poll()
+        assert gate.open
+    finally:
+        gate.close()
+    unreachable = ClockGate("127.0.0.1:1", "nowhere", time.time, 2.0, stale_after_s=1.0)
+    try:
+        assert not unreachable.wait_first_reading(timeout_s=1.0)
+        unreachable.poll()
+        assert not unreachable.open
+    finally:
+        unreachable.close()
