@@ -58,14 +58,17 @@ _COMPILED: dict[tuple[ev.Recurrence, ev.Policies], tuple[TriggerSpec, Schedule]]
 
 
 def _shared(value: T) -> T:
-    return _shared_as(value, value)
+    found = _SHARED.get(value)
+    if found is None:
+        if len(_SHARED) >= _SHARED_LIMIT:
+            _SHARED.clear()
+        _SHARED[value] = found = value
+    return found  # type: ignore[return-value]
 
 
 def held(d: ev.TriggerDefinition) -> ev.TriggerDefinition:
     """The definition as the index holds it: shared value objects and strings, no signature (it
     was verified at ingress; the ledger never needs it again)."""
-    t = d.target
-    target_key = (t.kind, t.url, t.method, tuple(t.headers.items()), t.topic, t.secret_refs)
     return replace(
         d,
         tenant=_shared(d.tenant),
@@ -74,7 +77,7 @@ def held(d: ev.TriggerDefinition) -> ev.TriggerDefinition:
         recurrence=_shared(d.recurrence),
         policies=_shared(d.policies),
         quotas=_shared(d.quotas),
-        target=_shared_as((target_key, t.timeout_ms), t),
+        target=_shared_target(d.target),
         labels=d.labels or _NO_LABELS,
         signature=None,
     )
@@ -83,14 +86,22 @@ def held(d: ev.TriggerDefinition) -> ev.TriggerDefinition:
 _NO_LABELS: dict[str, str] = {}  # held definitions are frozen: one empty mapping serves all
 
 
-def _shared_as(key: object, value: T) -> T:
-    """:func:`_shared` for a value that is not hashable itself (a target has a headers dict)."""
-    found = _SHARED.get(key)
+_TARGETS: dict[str | None, ev.Target] = {}  # by URL (or topic): the first target seen there
+
+
+def _shared_target(t: ev.Target) -> ev.Target:
+    """An equal target already held, if the first one seen at its URL is equal (a target is not
+    hashable: it has a headers mapping); keyed by a string the target holds anyway, so a trigger
+    with a URL of its own costs one dict slot, not a key object."""
+    where = t.url if t.url is not None else t.topic
+    found = _TARGETS.get(where)
+    if found is not None and found == t:
+        return found
     if found is None:
-        if len(_SHARED) >= _SHARED_LIMIT:
-            _SHARED.clear()
-        _SHARED[key] = found = value
-    return found  # type: ignore[return-value]
+        if len(_TARGETS) >= _SHARED_LIMIT:
+            _TARGETS.clear()
+        _TARGETS[where] = t
+    return t
 
 
 class Decider:
