@@ -1,6 +1,7 @@
 """Planner benchmark on the local broker (``horae dev up`` first, or HORAE_KAFKA_BOOTSTRAP).
 
     .venv/bin/python bench/planner.py [--triggers 1000000] [--peak 100000] [--partitions 12]
+        [--phase all|load|coldstart --prefix P]   # load once, then profile the cold start
 
 1. load: ``--triggers`` signed definitions are produced (by two generator processes) and a first
    planner ingests them (signature, validation, state record per trigger, in transactions);
