@@ -84,10 +84,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     v.set_defaults(func=run_verify)
 
 
-def _logging(name: str) -> None:
-    setup_logging(name)
-
-
 def _config(schema: str, batch_records: int = 5000, batch_ms: int = 200) -> ProjectorConfig:
     from horae.projections.projector import ProjectorConfig
 
@@ -107,7 +103,7 @@ def run_projector(args: argparse.Namespace) -> int:
     from horae.projections.metrics import ProjectionMetrics
     from horae.projections.projector import Projector
 
-    _logging("projector")
+    setup_logging("projector")
     config = _config(args.schema, batch_records=args.batch_records, batch_ms=args.batch_ms)
     config.consumer_overrides["session.timeout.ms"] = args.session_timeout_ms
     if args.instance_id:
@@ -141,7 +137,7 @@ def run_migrate(args: argparse.Namespace) -> int:
 def run_rebuild(args: argparse.Namespace) -> int:
     from horae.projections.rebuild import progress_printer, rebuild
 
-    _logging("rebuild")
+    setup_logging("rebuild")
     shadow = args.shadow or f"{args.schema}_shadow"
     config = _config(shadow)
     stop = threading.Event()

@@ -31,11 +31,52 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from horae.contracts.topics import PRODUCER_DEFAULTS
 from horae.failpoints import failpoint
 
 log = logging.getLogger(__name__)
 
 COMMIT_TIMEOUT_S = 30.0
+
+
+def member_configs(
+    bootstrap: str,
+    group: str,
+    slot: str,
+    session_timeout_ms: int,
+    *,
+    min_poll_interval_ms: int,
+    linger_ms: int,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The consumer and transactional producer configs of one processing worker slot: static
+    membership (a restarted slot takes its partitions back at once), read_committed, manual
+    commits, range assignment (co-partitioned topics together), and a ``transactional.id`` that is
+    stable per slot (a restart fences its predecessor)."""
+    member = f"{group}-{slot}"
+    consumer = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "group.instance.id": member,
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+        "partition.assignment.strategy": "range",
+        "session.timeout.ms": session_timeout_ms,
+        "heartbeat.interval.ms": max(500, session_timeout_ms // 5),
+        "max.poll.interval.ms": max(min_poll_interval_ms, session_timeout_ms * 3),
+        "log_level": 4,
+    }
+    producer = {
+        **PRODUCER_DEFAULTS,
+        "bootstrap.servers": bootstrap,
+        "transactional.id": member,
+        "transaction.timeout.ms": 60_000,
+        "linger.ms": linger_ms,
+        "batch.num.messages": 10_000,
+        "queue.buffering.max.messages": 1_000_000,
+        "log_level": 4,
+    }
+    return consumer, producer
 
 
 class TransactionFailed(RuntimeError):

@@ -37,8 +37,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message,
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode, encode
-from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, lane_topic, topic_name
-from horae.kafka.txn import COMMIT_TIMEOUT_S, OutRecord, TransactionalProcessor, TransactionFailed
+from horae.contracts.topics import Topic, lane_topic, topic_name
+from horae.kafka.txn import (
+    COMMIT_TIMEOUT_S,
+    OutRecord,
+    TransactionalProcessor,
+    TransactionFailed,
+    member_configs,
+)
 from horae.streams.dispatcher.breaker import Breaker, trip_outputs
 from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.deliver import Conclusion
@@ -101,33 +107,15 @@ class Pump:
         self._reset = reset
         self._topics = {t: topic_name(t, config.prefix) for t in Topic}
         self._lane_of = {self._topics[lane_topic(lane)]: lane for lane in ev.Lane}
-        group = f"{config.prefix}dispatcher"
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": config.bootstrap,
-                "group.id": group,
-                "group.instance.id": f"{group}-{config.slot}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-                "partition.assignment.strategy": "range",
-                "session.timeout.ms": config.session_timeout_ms,
-                "heartbeat.interval.ms": max(500, config.session_timeout_ms // 5),
-                "max.poll.interval.ms": max(60_000, config.session_timeout_ms * 3),
-                "fetch.wait.max.ms": 100,
-                "log_level": 4,
-            }
+        consumer_config, producer_config = member_configs(
+            config.bootstrap,
+            f"{config.prefix}dispatcher",
+            config.slot,
+            config.session_timeout_ms,
+            min_poll_interval_ms=60_000,
+            linger_ms=2,
         )
-        producer_config = {
-            **PRODUCER_DEFAULTS,
-            "bootstrap.servers": config.bootstrap,
-            "transactional.id": f"{group}-{config.slot}",
-            "transaction.timeout.ms": 60_000,
-            "linger.ms": 2,
-            "batch.num.messages": 10_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "log_level": 4,
-        }
+        self.consumer = Consumer({**consumer_config, "fetch.wait.max.ms": 100})
         self._view = _CommitterView()
         self.txn = TransactionalProcessor(
             cast(Consumer, self._view), producer_config, self._rewound

@@ -58,19 +58,15 @@ class PlannerMetrics:
         )
 
     def observe_committed(self, outputs: Sequence[Output], now: float) -> None:
-        states: Tally[str] = Tally()
-        lateness: Tally[float] = Tally()  # a batch shares decided-at, often scheduled-at too
+        states: Tally[str] = Tally()  # counters incremented once per batch and state
         for out in outputs:
             event = out.event
             if isinstance(event, ev.FireRecord):
                 states[event.state.value] += 1
                 if event.state is ev.FireState.FIRED:
                     late = event.decided_at.timestamp() - event.scheduled_at.timestamp()
-                    lateness[max(0.0, late)] += 1
+                    self.lateness.observe(max(0.0, late))
             elif isinstance(event, ev.Quarantined):
                 self.quarantined.labels(event.cause).inc()
         for state, n in states.items():
             self.fires.labels(state).inc(n)
-        for late, n in lateness.items():
-            for _ in range(n):
-                self.lateness.observe(late)

@@ -27,9 +27,9 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from horae.contracts import events as ev
 from horae.contracts.codec import encode
 from horae.contracts.ingress import TenantKeys
-from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, lane_topic, topic_name
+from horae.contracts.topics import Topic, lane_topic, topic_name
 from horae.domain.trigger import Limits
-from horae.kafka.txn import OutRecord, TransactionalProcessor, TransactionFailed
+from horae.kafka.txn import OutRecord, TransactionalProcessor, TransactionFailed, member_configs
 from horae.streams.planner.clock import ClockGate, clock_topic
 from horae.streams.planner.decide import Decider
 from horae.streams.planner.index import DueIndex
@@ -69,33 +69,15 @@ class Planner:
         self.decider = Decider(config.tenant_keys, Limits(min_interval_s=config.min_interval_s))
         self.indexes: dict[int, DueIndex] = {}
         self._topics = {t: topic_name(t, config.prefix) for t in Topic}
-        group = f"{config.prefix}planner"
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": config.bootstrap,
-                "group.id": group,
-                # static membership: a restarted slot takes its partitions back at once
-                "group.instance.id": f"{group}-{config.slot}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-                "partition.assignment.strategy": "range",  # co-partitioned topics together
-                "session.timeout.ms": config.session_timeout_ms,
-                "heartbeat.interval.ms": max(500, config.session_timeout_ms // 5),
-                "max.poll.interval.ms": max(30_000, config.session_timeout_ms * 3),
-                "log_level": 4,
-            }
+        consumer_config, producer_config = member_configs(
+            config.bootstrap,
+            f"{config.prefix}planner",
+            config.slot,
+            config.session_timeout_ms,
+            min_poll_interval_ms=30_000,
+            linger_ms=5,
         )
-        producer_config = {
-            **PRODUCER_DEFAULTS,
-            "bootstrap.servers": config.bootstrap,
-            "transactional.id": f"{group}-{config.slot}",
-            "transaction.timeout.ms": 60_000,
-            "linger.ms": 5,
-            "batch.num.messages": 10_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "log_level": 4,
-        }
+        self.consumer = Consumer(consumer_config)
         self.txn = TransactionalProcessor(self.consumer, producer_config, self._rebuild_all)
         self.gate = ClockGate(
             config.bootstrap, clock_topic(config.prefix), clock, config.max_skew_s

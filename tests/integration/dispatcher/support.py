@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import web
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from horae.contracts import events as ev
 from horae.contracts.admin import Plan, admin_client, apply
@@ -27,6 +27,7 @@ from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, fire_partition, lan
 from horae.domain.keys import FireKey, Origin
 from horae.streams.dispatcher.config import DispatcherConfig, TenantLimits
 from horae.streams.dispatcher.worker import Dispatcher
+from tests.integration.topic_reader import Record, read_committed
 
 PARTITIONS = 3
 TENANT = "acme"
@@ -263,43 +264,6 @@ class DispatchEnv:
             self.producer.flush(10)
 
 
-def read_all(
-    bootstrap: str, topic: str, partitions: int = PARTITIONS
-) -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]]:
-    """Every committed record of ``topic`` (read_committed) up to its current end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "test-reader",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    out: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
-    try:
-        ends = {}
-        for p in range(partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            if high > 0:
-                ends[p] = high
-        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        positions = dict.fromkeys(ends, 0)
-        deadline = time.monotonic() + 60
-        while any(positions[p] < ends[p] for p in ends) and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
-                    positions[tp.partition] = max(positions[tp.partition], tp.offset)
-                continue
-            if msg.error() is not None:
-                continue
-            positions[msg.partition() or 0] = (msg.offset() or 0) + 1
-            out.append((msg.key(), msg.value(), list(msg.headers() or [])))  # type: ignore[arg-type]
-    finally:
-        consumer.close()
-    return out
-
-
 def events(bootstrap: str, topic: str, t: type[Any]) -> list[Any]:
     return [decode(v, t) for _, v, _ in read_all(bootstrap, topic) if v is not None]
 
@@ -321,3 +285,7 @@ def instants(n: int, start: int | None = None) -> Iterator[int]:
 
 def in_past(seconds: float) -> datetime:
     return datetime.now(UTC) - timedelta(seconds=seconds)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> list[Record]:
+    return read_committed(bootstrap, topic, partitions)

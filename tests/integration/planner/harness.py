@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from horae.contracts import events as ev
 from horae.contracts import signing
@@ -23,6 +23,7 @@ from horae.contracts.codec import decode, encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
 from horae.streams.planner.clock import ensure_clock_topic
 from horae.streams.planner.worker import Planner, PlannerConfig
+from tests.integration.topic_reader import read_committed
 
 TENANT = "acme"
 KEY_ID = "acme-1"
@@ -149,36 +150,8 @@ class PlannerEnv:
 def read_all(
     bootstrap: str, topic: str, partitions: int = PARTITIONS
 ) -> list[tuple[bytes | None, bytes | None]]:
-    """Every committed record of ``topic`` (read_committed): read until each partition reports its
-    end (the last stable offset), however slowly the broker answers, within a minute."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "test-reader",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[tuple[bytes | None, bytes | None]] = []
-    eof: set[int] = set()
-    deadline = time.monotonic() + 60
-    try:
-        while len(eof) < partitions:
-            assert time.monotonic() < deadline, f"{topic}: no end reached in 60 s"
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == msg.error()._PARTITION_EOF:
-                    eof.add(msg.partition() or 0)
-                continue
-            eof.discard(msg.partition() or 0)
-            out.append((msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    return out
+    """Every committed record of ``topic``: (key, value)."""
+    return [(k, v) for k, v, _ in read_committed(bootstrap, topic, partitions)]
 
 
 def ledger(env: PlannerEnv) -> list[ev.FireRecord]:
