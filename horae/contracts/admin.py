@@ -19,6 +19,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     ConfigResource,
     NewTopic,
     ResourceType,
+    TopicMetadata,
 )
 
 from horae.contracts.topics import CATALOGUE, PARTITIONS, TopicSpec, desired_config
@@ -152,11 +153,21 @@ def apply(admin: AdminClient, plan: Plan) -> list[str]:
 
 
 def _wait_visible(admin: AdminClient, names: list[str]) -> None:
-    """Wait until created topics show up in metadata, so a following ``apply`` or ``describe``
-    sees them (creation propagates asynchronously)."""
+    """Wait until created topics show up in metadata with a leader for every partition, so a
+    following ``apply``, ``describe`` or client sees them usable (creation propagates
+    asynchronously)."""
     deadline = time.monotonic() + TIMEOUT_S
     while names and time.monotonic() < deadline:
         meta = admin.list_topics(timeout=TIMEOUT_S).topics
-        if all(n in meta and not meta[n].error and meta[n].partitions for n in names):
+        if all(_usable(meta.get(n)) for n in names):
             return
         time.sleep(0.2)
+
+
+def _usable(topic: TopicMetadata | None) -> bool:
+    return (
+        topic is not None
+        and not topic.error
+        and bool(topic.partitions)
+        and all(p.leader >= 0 and not p.error for p in topic.partitions.values())
+    )

@@ -7,11 +7,46 @@ transaction is never part of the rebuilt state.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 POLL_BATCH = 10_000
+
+# What a broker answers for a moment after a topic is created or a leader moves.
+_SETTLING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+
+
+def end_offset(consumer: Consumer, tp: TopicPartition, timeout_s: float = 30.0) -> int:
+    """The partition's high watermark (under read_committed: its last stable offset), asked of
+    the broker (not cached). Asks again, within ``timeout_s``, while the partition's leadership
+    settles; any other error, or still settling at the deadline, raises ``KafkaException``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = max(0.5, deadline - time.monotonic())
+        try:
+            _, high = consumer.get_watermark_offsets(tp, timeout=min(10.0, left), cached=False)
+            return int(high)
+        except KafkaException as exc:
+            if exc.args[0].code() not in _SETTLING or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 def read_partition(
@@ -30,9 +65,7 @@ def read_partition(
         }
     )
     try:
-        _, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=30, cached=False
-        )
+        high = end_offset(consumer, TopicPartition(topic, partition))
         end = high if stop_offset is None else min(high, stop_offset)
         if end <= 0:
             return

@@ -23,6 +23,7 @@ import psycopg
 from confluent_kafka import Consumer, TopicPartition
 from psycopg import sql as pgsql
 
+from horae.kafka.reader import end_offset
 from horae.projections import schema as pschema
 from horae.projections.metrics import ProjectionMetrics
 from horae.projections.projector import TP, Projector, ProjectorConfig
@@ -82,8 +83,7 @@ def end_offsets(bootstrap: str, topics: list[str]) -> dict[TP, int]:
             if name not in meta.topics or meta.topics[name].error is not None:
                 continue
             for p in meta.topics[name].partitions:
-                _, high = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=30)
-                ends[(name, p)] = high
+                ends[(name, p)] = end_offset(consumer, TopicPartition(name, p))
         return ends
     finally:
         consumer.close()

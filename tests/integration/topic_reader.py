@@ -6,6 +6,8 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
+from horae.kafka.reader import end_offset
+
 Record = tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]
 
 
@@ -24,7 +26,7 @@ def read_committed(bootstrap: str, topic: str, partitions: int) -> list[Record]:
     try:
         ends = {}
         for p in range(partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            high = end_offset(consumer, TopicPartition(topic, p))
             if high > 0:
                 ends[p] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])

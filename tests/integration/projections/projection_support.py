@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from horae.contracts.topics import spec, topic_name
+from horae.kafka.reader import end_offset
 from horae.projections.projector import Projector
 from horae.projections.rows import PROJECTED
 
@@ -49,8 +50,7 @@ def end_offsets(bootstrap: str, names: list[str]) -> dict[tuple[str, int], int]:
         out = {}
         for name in names:
             for p in meta.topics[name].partitions:
-                _, high = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)
-                out[(name, p)] = high
+                out[(name, p)] = end_offset(consumer, TopicPartition(name, p))
         return out
     finally:
         consumer.close()
