@@ -17,18 +17,14 @@ reused (a record's encoding is the concatenation of its fields, so the nesting c
 
 from __future__ import annotations
 
-import dataclasses
 import struct
-import types
-import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from enum import Enum
 from typing import Any
 
 Body = Callable[[Any], bytes]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _SMALL = [bytes([n]) for n in range(128)]
 _DOUBLE = struct.Struct("<d").pack
@@ -65,7 +61,7 @@ def instant_bytes(value: datetime) -> bytes:
         return found
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"naive datetime {value.isoformat()}: every instant must be aware")
-    encoded = long_bytes((value - _EPOCH) // _MICROSECOND)
+    encoded = long_bytes((value - EPOCH) // _MICROSECOND)
     if len(_instants) >= _CACHE_LIMIT:
         _instants.clear()
     _instants[value] = encoded
@@ -211,191 +207,4 @@ class _Generator:
             head,
             *each,
             f"{pad}out += b'\\x00'",
-        ]
-
-
-# --- readers ------------------------------------------------------------------------------------
-# Generated from the dataclasses (whose schemas are the current .avsc files, a test proves it): the
-# codec uses them for records written with the current schema and keeps fastavro's schema
-# resolution for older writer schemas. Malformed input raises (IndexError, ValueError, ...); the
-# codec turns any exception into a DecodeError.
-
-Read = Callable[[bytes, int], tuple[Any, int]]
-
-
-def read_long(b: bytes, p: int) -> tuple[int, int]:
-    x = b[p]
-    p += 1
-    if x < 128:
-        return (x >> 1) ^ -(x & 1), p
-    v = x & 127
-    shift = 7
-    while True:
-        x = b[p]
-        p += 1
-        v |= (x & 127) << shift
-        if x < 128:
-            return (v >> 1) ^ -(v & 1), p
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
-def read_bytes(b: bytes, p: int) -> tuple[bytes, int]:
-    n, p = read_long(b, p)
-    end = p + n
-    if n < 0 or end > len(b):
-        raise ValueError(f"length {n} out of bounds")
-    return b[p:end], end
-
-
-def read_string(b: bytes, p: int) -> tuple[str, int]:
-    n, p = read_long(b, p)
-    end = p + n
-    if n < 0 or end > len(b):
-        raise ValueError(f"length {n} out of bounds")
-    return b[p:end].decode(), end
-
-
-_datetimes: dict[int, datetime] = {}
-
-
-def read_instant(b: bytes, p: int) -> tuple[datetime, int]:
-    micros, p = read_long(b, p)
-    found = _datetimes.get(micros)
-    if found is None:
-        found = _EPOCH + timedelta(microseconds=micros)
-        if len(_datetimes) >= _CACHE_LIMIT:
-            _datetimes.clear()
-        _datetimes[micros] = found
-    return found, p
-
-
-def read_boolean(b: bytes, p: int) -> tuple[bool, int]:
-    x = b[p]
-    if x > 1:
-        raise ValueError(f"boolean byte {x}")
-    return x == 1, p + 1
-
-
-_UNPACK_DOUBLE = struct.Struct("<d").unpack_from
-
-
-def read_double(b: bytes, p: int) -> tuple[float, int]:
-    return _UNPACK_DOUBLE(b, p)[0], p + 8
-
-
-def compile_readers(types: Iterable[type]) -> dict[type, Read]:
-    """One reader per dataclass: ``read(data, offset) -> (instance, end offset)``."""
-    gen = _ReaderGenerator()
-    idents = {t: gen.record(t) for t in types}
-    namespace: dict[str, Any] = {
-        "_long": read_long,
-        "_bytes": read_bytes,
-        "_string": read_string,
-        "_instant": read_instant,
-        "_boolean": read_boolean,
-        "_double": read_double,
-        **gen.constants,
-    }
-    exec(compile("\n".join(gen.lines), "<horae.contracts.binary readers>", "exec"), namespace)
-    return {t: namespace[f"read_{ident}"] for t, ident in idents.items()}
-
-
-class _ReaderGenerator:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.constants: dict[str, Any] = {}
-        self.ident: dict[type, str] = {}
-        self._n = 0
-
-    def _fresh(self, stem: str) -> str:
-        self._n += 1
-        return f"{stem}{self._n}"
-
-    def record(self, cls: type) -> str:
-        if cls in self.ident:
-            return self.ident[cls]
-        ident = cls.__name__
-        self.ident[cls] = ident
-        self.constants[f"_cls_{ident}"] = cls
-        body: list[str] = []
-        names: list[str] = []
-        for name, tp in typing.get_type_hints(cls).items():
-            var = self._fresh("f")
-            body += self._value(tp, var, 1)
-            names.append(f"{name}={var}")
-        self.lines += [
-            f"def read_{ident}(b, p):",
-            *body,
-            f"    return _cls_{ident}({', '.join(names)}), p",
-            "",
-        ]
-        return ident
-
-    def _value(self, tp: Any, var: str, depth: int) -> list[str]:
-        pad = "    " * depth
-        origin = typing.get_origin(tp)
-        if origin in (typing.Union, types.UnionType):
-            (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
-            return [
-                f"{pad}if b[p] == 0:",
-                f"{pad}    p += 1",
-                f"{pad}    {var} = None",
-                f"{pad}elif b[p] == 2:",
-                f"{pad}    p += 1",
-                *self._value(inner, var, depth + 1),
-                f"{pad}else:",
-                f"{pad}    raise ValueError(f'union branch byte {{b[p]}}')",
-            ]
-        if origin is tuple or origin in (dict, Mapping):
-            return self._repeated(tp, var, depth)
-        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-            return [f"{pad}{var}, p = read_{self.record(tp)}(b, p)"]
-        if isinstance(tp, type) and issubclass(tp, Enum):
-            table = f"_enum_{tp.__name__}"
-            self.constants[table] = tuple(tp)
-            index = self._fresh("e")
-            return [
-                f"{pad}{index}, p = _long(b, p)",
-                f"{pad}if {index} < 0:",
-                f"{pad}    raise ValueError(f'enum index {{{index}}}')",
-                f"{pad}{var} = {table}[{index}]",
-            ]
-        simple = {
-            str: "_string",
-            bytes: "_bytes",
-            int: "_long",
-            float: "_double",
-            bool: "_boolean",
-            datetime: "_instant",
-        }
-        if tp in simple:
-            return [f"{pad}{var}, p = {simple[tp]}(b, p)"]
-        raise Unsupported(f"type {tp}")
-
-    def _repeated(self, tp: Any, var: str, depth: int) -> list[str]:
-        pad = "    " * depth
-        is_map = typing.get_origin(tp) is not tuple
-        element = typing.get_args(tp)[1 if is_map else 0]
-        count, item, key = self._fresh("n"), self._fresh("i"), self._fresh("k")
-        read_item = self._value(element, item, depth + 2)
-        if is_map:
-            start, add = f"{var} = {{}}", f"{var}[{key}] = {item}"
-            read_item = [f"{pad}        {key}, p = _string(b, p)", *read_item]
-        else:
-            start, add = f"{var} = []", f"{var}.append({item})"
-        return [
-            f"{pad}{start}",
-            f"{pad}while True:",
-            f"{pad}    {count}, p = _long(b, p)",
-            f"{pad}    if {count} == 0:",
-            f"{pad}        break",
-            f"{pad}    if {count} < 0:",  # a block with its byte size
-            f"{pad}        {count} = -{count}",
-            f"{pad}        _, p = _long(b, p)",
-            f"{pad}    for _ in range({count}):",
-            *read_item,
-            f"{pad}        {add}",
-            *([] if is_map else [f"{pad}{var} = tuple({var})"]),
         ]

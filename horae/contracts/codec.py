@@ -23,8 +23,9 @@ import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
 from horae.contracts._reflect import from_avro
-from horae.contracts.binary import Body, Read, compile_readers, compile_writers
-from horae.contracts.events import EVENT_TYPES, Event
+from horae.contracts.binary import Body, compile_writers
+from horae.contracts.binary_readers import Read, compile_readers
+from horae.contracts.events import EVENT_TYPES, INTERNED, Event
 from horae.settings import PROJECT_ROOT, get_settings
 
 SCHEMAS_DIR = PROJECT_ROOT / "schemas"
@@ -78,7 +79,7 @@ class CurrentSchemas:
         by_name = {fullname(s): t for t, s in raw.items()}
         writers = compile_writers({fullname(s): s for s in raw.values()})
         bodies = {by_name[n]: w for n, w in writers.items()}
-        return cls(raw, parsed, by_name, bodies, compile_readers(EVENT_TYPES))
+        return cls(raw, parsed, by_name, bodies, compile_readers(EVENT_TYPES, INTERNED))
 
 
 class SchemaIds(Protocol):
@@ -224,9 +225,12 @@ class Codec:
         return self._writers[schema_id]
 
 
+_BUFFERS = (bytes, bytearray, memoryview)
+
+
 def _schema_id(data: bytes) -> int:
     """The schema id in the Confluent framing of ``data``."""
-    if not isinstance(data, bytes | bytearray | memoryview) or len(data) < _HEADER.size:
+    if not isinstance(data, _BUFFERS) or len(data) < _HEADER.size:
         raise DecodeError("framing", "shorter than the 5-byte wire header")
     magic, schema_id = _HEADER.unpack_from(data)
     if magic != MAGIC:

@@ -420,6 +420,10 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     AuditEntry,
 )
 
+# The value objects many triggers share: decoded once per distinct encoding and then shared
+# (horae.contracts.binary_readers).
+INTERNED: tuple[type, ...] = (Recurrence, Target, RetryPolicy, Policies, Quotas)
+
 
 def trigger_key(tenant: str, trigger_id: str) -> str:
     """The Kafka key of a trigger (definitions, planner state, commands, schedule events)."""

@@ -1,0 +1,81 @@
+"""Interned reading (horae.contracts.binary_readers): equal encodings give the very same object,
+block-encoded maps and arrays are skipped right, and malformed input raises instead of looping."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from horae.contracts import events as ev
+from horae.contracts.binary import long_bytes
+from horae.contracts.binary_readers import compile_readers
+from horae.contracts.codec import CurrentSchemas
+
+CURRENT = CurrentSchemas.load()
+READ_TARGET = compile_readers([ev.Target], ev.INTERNED)[ev.Target]
+READ_DEFINITION = CURRENT.readers[ev.TriggerDefinition]
+
+
+def _definition(i: int, expr: str = "0 0 * * *") -> ev.TriggerDefinition:
+    return ev.TriggerDefinition(
+        tenant="acme",
+        trigger_id=f"t{i}",
+        version=1,
+        state=ev.DefinitionState.LIVE,
+        recurrence=ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=expr, zone="Europe/Berlin"),
+        target=ev.Target(
+            kind=ev.TargetKind.WEBHOOK, url="https://hooks.example/x", headers={"a": "b"}
+        ),
+        authored_at=datetime(2026, 11, 29, tzinfo=UTC),
+        author="ops",
+    )
+
+
+def _body(event: ev.TriggerDefinition) -> bytes:
+    return CURRENT.bodies[type(event)](event)
+
+
+def test_equal_value_objects_are_decoded_once_and_shared() -> None:
+    one, _ = READ_DEFINITION(_body(_definition(1)), 0)
+    two, _ = READ_DEFINITION(_body(_definition(2)), 0)
+    other, _ = READ_DEFINITION(_body(_definition(3, "5 4 * * *")), 0)
+    assert one.trigger_id != two.trigger_id
+    for name in ("recurrence", "target", "policies", "quotas"):
+        assert getattr(one, name) is getattr(two, name)
+    assert other.recurrence is not one.recurrence
+    assert other.recurrence.expr == "5 4 * * *"
+    assert other.policies is one.policies
+
+
+def _string(s: str) -> bytes:
+    return long_bytes(len(s.encode())) + s.encode()
+
+
+def test_a_map_written_in_sized_blocks_is_skipped_and_read_alike() -> None:
+    target = ev.Target(
+        kind=ev.TargetKind.WEBHOOK, url="https://blocks.example/", headers={"x": "1", "y": "2"}
+    )
+    head = b"\x00" + b"\x02" + _string("https://blocks.example/") + _string("POST")
+    entries = _string("x") + _string("1") + _string("y") + _string("2")
+    tail = b"\x00" + b"\x00" + long_bytes(10_000)  # no topic, no secret refs, the timeout
+    plain = head + long_bytes(2) + entries + b"\x00" + tail
+    # A writer may emit a block as (-count, byte size, entries): the skip jumps over it whole.
+    blocked = head + long_bytes(-2) + long_bytes(len(entries)) + entries + b"\x00" + tail
+    for body in (plain, blocked, plain + b"more"):
+        read, end = READ_TARGET(body, 0)
+        assert (read, end) == (target, len(plain if body is not blocked else blocked))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\x00\x02" + long_bytes(-3) + b"abc",  # a negative string length
+        b"\x00\x02" + long_bytes(40) + b"short",  # a length past the end
+        b"\x00",  # the record stops after its first field
+    ],
+    ids=["negative-length", "past-the-end", "truncated"],
+)
+def test_malformed_interned_records_raise(body: bytes) -> None:
+    with pytest.raises((ValueError, IndexError)):
+        READ_TARGET(body, 0)
