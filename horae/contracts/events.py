@@ -12,10 +12,13 @@ Each top-level event ``X`` has the schema ``schemas/X.avsc`` (namespace ``horae.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+
+from horae.contracts._fast_init import fast_init
 
 
 class DefinitionState(StrEnum):
@@ -423,6 +426,11 @@ EVENT_TYPES: tuple[type[Event], ...] = (
 # The value objects many triggers share: decoded once per distinct encoding and then shared
 # (horae.contracts.binary_readers).
 INTERNED: tuple[type, ...] = (Recurrence, Target, RetryPolicy, Policies, Quotas)
+
+
+for _record_type in [v for v in tuple(globals().values()) if isinstance(v, type)]:
+    if dataclasses.is_dataclass(_record_type):
+        fast_init(_record_type)  # the same __init__, ~2x faster (see the module)
 
 
 def trigger_key(tenant: str, trigger_id: str) -> str:
