@@ -10,9 +10,10 @@ map, array and ``timestamp-micros`` (aware datetimes); enums as ``StrEnum`` memb
 its symbol) or symbol strings. Any other schema raises
 :class:`Unsupported` at compile time and the codec keeps fastavro for that type.
 
-A record written on its own is remembered (one entry per type, by identity): when the same object
-is written again inside another record — a fire record inside its dispatch order — its bytes are
-reused (a record's encoding is the concatenation of its fields, so the nesting changes nothing).
+The last record written of each type is remembered, by identity: when the same object is written
+again, alone or inside another record — a fire record inside its dispatch order, the target that
+a thousand triggers share — its bytes are reused (a record's encoding is the concatenation of its
+fields, so the nesting changes nothing; the memo holds the object, so its identity is not reused).
 """
 
 from __future__ import annotations
@@ -118,14 +119,13 @@ class _Generator:
             "    if m[0] is o:",
             "        out += m[1]",
             "        return",
+            "    start = len(out)",
             *body,
+            f"    {memo}[0] = (o, bytes(out[start:]))",
             "",
             f"def body_{ident}(o):",
-            "    out = bytearray()",
-            f"    write_{ident}(o, out)",
-            "    b = bytes(out)",
-            f"    {memo}[0] = (o, b)",
-            "    return b",
+            f"    write_{ident}(o, bytearray())",
+            f"    return {memo}[0][1]",
             "",
         ]
         return ident

@@ -81,8 +81,11 @@ def topic_name(suffix: Topic | str, prefix: str | None = None) -> str:
     return f"{get_settings().topic_prefix if prefix is None else prefix}{Topic(suffix).value}"
 
 
+_LANE_TOPICS = {lane: Topic(f"lane.{lane.value}") for lane in ev.Lane}
+
+
 def lane_topic(lane: ev.Lane) -> Topic:
-    return Topic(f"lane.{lane.value}")
+    return _LANE_TOPICS[lane]
 
 
 #: Partition count shared by every trigger-partitioned topic (co-partitioning relies on it).

@@ -35,6 +35,8 @@ _UNRESERVED = re.compile(r"[A-Za-z0-9._~-]+")  # what quote(..., safe="") leaves
 
 
 def _escaped(text: str) -> str:
+    if text.isascii() and text.isalnum():  # the common id, without the regex
+        return text
     return text if _UNRESERVED.fullmatch(text) else quote(text, safe="")
 
 

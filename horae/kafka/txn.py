@@ -83,7 +83,7 @@ class TransactionFailed(RuntimeError):
     """The batch was not committed; the consumer was rewound and the caller must rebuild."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class OutRecord:
     topic: str
     key: bytes

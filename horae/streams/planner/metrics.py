@@ -11,6 +11,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from horae.contracts import events as ev
 
+_FIRED = ev.FireState.FIRED
+
 if TYPE_CHECKING:
     from horae.streams.planner.records import Output
 
@@ -58,12 +60,12 @@ class PlannerMetrics:
         )
 
     def observe_committed(self, outputs: Sequence[Output], now: float) -> None:
-        states: Tally[str] = Tally()  # counters incremented once per batch and state
+        states: Tally[ev.FireState] = Tally()  # counters incremented once per batch and state
         for out in outputs:
             event = out.event
             if isinstance(event, ev.FireRecord):
-                states[event.state.value] += 1
-                if event.state is ev.FireState.FIRED:
+                states[event.state] += 1  # a StrEnum: its label is its value
+                if event.state is _FIRED:
                     late = event.decided_at.timestamp() - event.scheduled_at.timestamp()
                     self.lateness.observe(max(0.0, late))
             elif isinstance(event, ev.Quarantined):

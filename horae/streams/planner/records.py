@@ -11,17 +11,16 @@ state and cause and no hand-over.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
+from typing import NamedTuple
 
 from horae.contracts import events as ev
 from horae.domain.keys import canonical_text, short_hash_of
 from horae.domain.tzdb import tzdata_version
 
 
-@dataclass(frozen=True, slots=True)
-class Output:
+class Output(NamedTuple):
     """A record to commit; ``partition`` is the trigger's partition number (None: by key)."""
 
     event: ev.Event
@@ -32,6 +31,8 @@ STATE_OF_CAUSE = {
     "paused": ev.FireState.PAUSED,
     "expired: past horizon": ev.FireState.EXPIRED,
 }
+# Members looked up once (an enum attribute costs ~0.2 µs, and a peak builds 100,000 fires).
+_FIRED, _SKIPPED, _EVENT = ev.FireState.FIRED, ev.FireState.SKIPPED, ev.TargetKind.EVENT
 
 
 @lru_cache(maxsize=8192)
@@ -64,24 +65,20 @@ def fire_outputs(
     """The ledger record of one decided instant and, when ``lane`` is set, its hand-over.
     ``next_instant`` (the trigger's following instant) is the dispatch deadline: retries are
     truncated there."""
-    canonical = canonical_text(d.tenant, d.trigger_id, scheduled, 0, origin.value)
-    decided = at(now)
-    if lane is None:
-        state = STATE_OF_CAUSE.get(cause or "", ev.FireState.SKIPPED)
-    else:
-        state = ev.FireState.FIRED
+    canonical = canonical_text(d.tenant, d.trigger_id, scheduled, 0, origin)  # a StrEnum
+    scheduled_at = at(scheduled)
     record = ev.FireRecord(
         fire_key=canonical,
         key_hash=short_hash_of(canonical),
         tenant=d.tenant,
         trigger_id=d.trigger_id,
         origin=origin,
-        scheduled_at=at(scheduled),
+        scheduled_at=scheduled_at,
         sequence=0,
         jitter_ms=jitter_ms,
-        due_at=at(scheduled + jitter_ms / 1000.0),
-        decided_at=decided,
-        state=state,
+        due_at=at(scheduled + jitter_ms / 1000.0) if jitter_ms else scheduled_at,
+        decided_at=at(now),
+        state=_FIRED if lane is not None else STATE_OF_CAUSE.get(cause or "", _SKIPPED),
         trigger_version=d.version,
         tzdata_version=tzdata or tzdata_version(d.recurrence.zone),
         target_kind=d.target.kind,
@@ -93,7 +90,7 @@ def fire_outputs(
     outputs = [Output(record, partition)]
     if lane is None:
         return outputs
-    if d.target.kind is ev.TargetKind.EVENT:
+    if d.target.kind is _EVENT:
         outputs.append(Output(triggered_event(d, record), partition))
     else:
         order = ev.DispatchOrder(
