@@ -9,6 +9,9 @@ the ingress topic is not read here at all (a forged or stale record there change
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from horae.contracts import events as ev
@@ -18,6 +21,24 @@ from horae.streams.planner.index import DueIndex
 
 if TYPE_CHECKING:
     from horae.streams.planner.decide import Decider
+
+
+@contextmanager
+def long_lived() -> Iterator[None]:
+    """Build a large, long-lived structure (due indexes): the cyclic garbage collector is paused
+    meanwhile (each of its passes would scan everything built so far: quadratic in the size of
+    the index), and afterwards every object alive is moved to the permanent generation
+    (``gc.freeze``), so that later passes — every few thousand allocations at a peak — do not
+    scan a million triggers again. Frozen objects are still freed when no longer referenced (an
+    index is a tree: revoking a partition frees it)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def rebuild_partition(

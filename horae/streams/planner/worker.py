@@ -34,7 +34,7 @@ from horae.streams.planner.clock import ClockGate, clock_topic
 from horae.streams.planner.decide import Decider
 from horae.streams.planner.index import DueIndex
 from horae.streams.planner.metrics import PlannerMetrics
-from horae.streams.planner.rebuild import rebuild_partition
+from horae.streams.planner.rebuild import long_lived, rebuild_partition
 from horae.streams.planner.records import Output
 
 log = logging.getLogger(__name__)
@@ -103,8 +103,9 @@ class Planner:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = sorted({tp.partition for tp in partitions})
         started = time.monotonic()
-        for p in numbers:
-            self.indexes[p] = self._rebuild(p)
+        with long_lived():
+            for p in numbers:
+                self.indexes[p] = self._rebuild(p)
         self.metrics.partitions_owned.set(len(self.indexes))
         log.info(
             "assigned partitions %s: %d triggers indexed in %.2f s",
@@ -130,8 +131,9 @@ class Planner:
         )
 
     def _rebuild_all(self) -> None:
-        for p in list(self.indexes):
-            self.indexes[p] = self._rebuild(p)
+        with long_lived():
+            for p in list(self.indexes):
+                self.indexes[p] = self._rebuild(p)
 
     # --- the loop -----------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
