@@ -19,7 +19,7 @@ fields, so the nesting changes nothing; the memo holds the object, so its identi
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -69,9 +69,13 @@ def instant_bytes(value: datetime) -> bytes:
     return encoded
 
 
-def compile_writers(schemas: dict[str, dict[str, Any]]) -> dict[str, Body]:
-    """One body writer per top-level record schema, by the record's full name."""
-    gen = _Generator()
+def compile_writers(
+    schemas: dict[str, dict[str, Any]], shared: Collection[str] = ()
+) -> dict[str, Body]:
+    """One body writer per top-level record schema, by the record's full name. The records named
+    in ``shared`` (the value objects many triggers share) remember the bytes of every object
+    recently written, not only of the last one."""
+    gen = _Generator(frozenset(shared))
     for schema in schemas.values():
         gen.record(schema, "")
     namespace: dict[str, Any] = {
@@ -89,7 +93,8 @@ def compile_writers(schemas: dict[str, dict[str, Any]]) -> dict[str, Body]:
 
 
 class _Generator:
-    def __init__(self) -> None:
+    def __init__(self, shared: frozenset[str]) -> None:
+        self.shared = shared
         self.lines: list[str] = []
         self.constants: dict[str, Any] = {}
         self.ident: dict[str, str] = {}  # record full name -> python identifier
@@ -112,20 +117,31 @@ class _Generator:
         for field in schema["fields"]:
             body += self._value(field["type"], f"o.{field['name']}", namespace, 1)
         memo = f"_memo_{ident}"
-        self.constants[memo] = [(None, b"")]
+        if full in self.shared:  # by identity: the memo holds the object, its id stays its own
+            self.constants[memo] = {}
+            recall = [f"    m = {memo}.get(id(o))", "    if m is not None and m[0] is o:"]
+            remember = [
+                f"    if len({memo}) >= {_CACHE_LIMIT}:",
+                f"        {memo}.clear()",
+                f"    {memo}[id(o)] = (o, bytes(out[start:]))",
+            ]
+        else:
+            self.constants[memo] = [(None, b"")]
+            recall = [f"    m = {memo}[0]", "    if m[0] is o:"]
+            remember = [f"    {memo}[0] = (o, bytes(out[start:]))"]
         self.lines += [
             f"def write_{ident}(o, out):",
-            f"    m = {memo}[0]",
-            "    if m[0] is o:",
+            *recall,
             "        out += m[1]",
             "        return",
             "    start = len(out)",
             *body,
-            f"    {memo}[0] = (o, bytes(out[start:]))",
+            *remember,
             "",
             f"def body_{ident}(o):",
-            f"    write_{ident}(o, bytearray())",
-            f"    return {memo}[0][1]",
+            "    out = bytearray()",
+            f"    write_{ident}(o, out)",
+            "    return bytes(out)",
             "",
         ]
         return ident

@@ -77,7 +77,8 @@ class CurrentSchemas:
         raw = {t: load_schema(schemas_dir / f"{t.__name__}.avsc") for t in EVENT_TYPES}
         parsed = {t: fastavro.parse_schema(s) for t, s in raw.items()}
         by_name = {fullname(s): t for t, s in raw.items()}
-        writers = compile_writers({fullname(s): s for s in raw.values()})
+        shared = {f"horae.events.{t.__name__}" for t in INTERNED}
+        writers = compile_writers({fullname(s): s for s in raw.values()}, shared)
         bodies = {by_name[n]: w for n, w in writers.items()}
         return cls(raw, parsed, by_name, bodies, compile_readers(EVENT_TYPES, INTERNED))
 

@@ -113,3 +113,16 @@ HEADERS = [encode(e)[:5] for e in all_samples()]
 def test_compiled_reader_rejects_garbage_with_decode_error_only(header: bytes, body: bytes) -> None:
     with contextlib.suppress(DecodeError):  # anything else fails the test
         decode(header + body)
+
+
+def test_remembered_bytes_belong_to_their_own_object() -> None:
+    """Writers reuse the bytes of an object written before (a shared target, the fire record
+    inside its order); alternating objects, equal or not, still write their own bytes."""
+    orders = [s for s in all_samples() if isinstance(s, ev.DispatchOrder)]
+    assert orders
+    base = orders[0]
+    targets = [dataclasses.replace(base.target, url=f"https://t{i}.example/") for i in range(3)]
+    for target in [*targets, targets[0], targets[2], dataclasses.replace(targets[1])]:
+        order = dataclasses.replace(base, target=target)
+        assert CURRENT.bodies[ev.DispatchOrder](order) == _fastavro(order)
+        assert CURRENT.bodies[ev.FireRecord](order.fire) == _fastavro(order.fire)
