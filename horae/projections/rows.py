@@ -3,8 +3,9 @@
 One :class:`Batch` collects, per staging table, the rows of the records it was given, in the
 column order of ``sql/stage.sql``; a record that cannot be decoded, or whose type is not the one
 its topic carries, becomes an error row instead (skipped, never stops the projection). Tombstones
-(``value is None``) are consumed and ignored. Decoding uses :meth:`Codec.decode_datum` (framing and
-schema resolution of the codec, without building the dataclass: the projection needs the datum).
+(``value is None``) are consumed and ignored. Decoding is the codec's (its compiled readers for
+current-schema records, schema resolution for older ones); nested value objects are stored as the
+canonical JSON of their Avro datum.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from horae.contracts import events as ev
+from horae.contracts._reflect import to_avro
 from horae.contracts.codec import Codec, DecodeError
 from horae.contracts.topics import Topic
 
@@ -116,56 +118,57 @@ def to_json(value: object) -> str:
     return json.dumps(value, default=_json_default, sort_keys=True, separators=(",", ":"))
 
 
-def _definition(d: Mapping[str, Any], t: str, p: int, o: int) -> Row:
+def _json(value: object) -> str:
+    """The canonical JSON of a value object (its Avro datum)."""
+    return to_json(to_avro(value))
+
+
+def _definition(d: ev.TriggerDefinition, t: str, p: int, o: int) -> Row:
     return (
-        d["tenant"], d["trigger_id"], d["version"], d["state"], to_json(d["recurrence"]),
-        to_json(d["target"]), to_json(d["policies"]), to_json(d["quotas"]), d["authored_at"],
-        d["author"], d["role"], d["description"], to_json(d["labels"]), d["content_type"],
-        d["payload"], p, o,
+        d.tenant, d.trigger_id, d.version, d.state, _json(d.recurrence), _json(d.target),
+        _json(d.policies), _json(d.quotas), d.authored_at, d.author, d.role, d.description,
+        _json(d.labels), d.content_type, d.payload, p, o,
     )  # fmt: skip
 
 
-def _fire(d: Mapping[str, Any], t: str, p: int, o: int) -> Row:
+def _fire(d: ev.FireRecord, t: str, p: int, o: int) -> Row:
     return (
-        d["fire_key"], d["key_hash"], d["tenant"], d["trigger_id"], d["origin"],
-        d["scheduled_at"], d["sequence"], d["jitter_ms"], d["due_at"], d["decided_at"],
-        d["state"], d["trigger_version"], d["tzdata_version"], d["target_kind"], d["lane"],
-        d["cause"], d["cause_detail"], d["command_id"], t, p, o,
+        d.fire_key, d.key_hash, d.tenant, d.trigger_id, d.origin, d.scheduled_at, d.sequence,
+        d.jitter_ms, d.due_at, d.decided_at, d.state, d.trigger_version, d.tzdata_version,
+        d.target_kind, d.lane, d.cause, d.cause_detail, d.command_id, t, p, o,
     )  # fmt: skip
 
 
-def _attempt(d: Mapping[str, Any], t: str, p: int, o: int) -> Row:
+def _attempt(d: ev.Attempt, t: str, p: int, o: int) -> Row:
     return (
-        d["fire_key"], d["key_hash"], d["tenant"], d["trigger_id"], d["n"], d["lane"],
-        d["started_at"], d["ended_at"], d["transport_result"], d["duration_ms"],
-        d["http_status"], d["error"], d["retry_after_s"], d["next_attempt_at"], p, o,
+        d.fire_key, d.key_hash, d.tenant, d.trigger_id, d.n, d.lane, d.started_at, d.ended_at,
+        d.transport_result, d.duration_ms, d.http_status, d.error, d.retry_after_s,
+        d.next_attempt_at, p, o,
     )  # fmt: skip
 
 
-def _outcome(d: Mapping[str, Any], t: str, p: int, o: int) -> Row:
+def _outcome(d: ev.WorkOutcome, t: str, p: int, o: int) -> Row:
     return (
-        d["fire_key"], d["key_hash"], d["tenant"], d["trigger_id"], d["state"], d["attempts"],
-        d["decided_at"], d["first_attempt_at"], d["last_attempt_at"], d["http_status"],
-        d["error"], p, o,
+        d.fire_key, d.key_hash, d.tenant, d.trigger_id, d.state, d.attempts, d.decided_at,
+        d.first_attempt_at, d.last_attempt_at, d.http_status, d.error, p, o,
     )  # fmt: skip
 
 
-def _schedule_event(d: Mapping[str, Any], t: str, p: int, o: int) -> Row:
+def _schedule_event(d: ev.ScheduleEvent, t: str, p: int, o: int) -> Row:
     return (
-        d["event_id"], d["type"], d["tenant"], d["trigger_id"], d["emitted_at"],
-        d["trigger_version"], d["fire_key"], d["origin"], d["scheduled_at"], d["due_at"],
-        d["cause"], d["attempt"], d["http_status"], p, o,
+        d.event_id, d.type, d.tenant, d.trigger_id, d.emitted_at, d.trigger_version, d.fire_key,
+        d.origin, d.scheduled_at, d.due_at, d.cause, d.attempt, d.http_status, p, o,
     )  # fmt: skip
 
 
-def _audit(d: Mapping[str, Any], t: str, p: int, o: int) -> Row:
+def _audit(d: ev.AuditEntry, t: str, p: int, o: int) -> Row:
     return (
-        d["audit_id"], d["tenant"], d["principal"], d["role"], d["action"], d["at"],
-        d["allowed"], d["trigger_id"], d["command_id"], to_json(d["detail"]), p, o,
+        d.audit_id, d.tenant, d.principal, d.role, d.action, d.at, d.allowed, d.trigger_id,
+        d.command_id, _json(d.detail), p, o,
     )  # fmt: skip
 
 
-MAPPERS: dict[Stage, Callable[[Mapping[str, Any], str, int, int], Row]] = {
+MAPPERS: dict[Stage, Callable[[Any, str, int, int], Row]] = {
     Stage.DEFINITIONS: _definition,
     Stage.FIRES: _fire,
     Stage.ATTEMPTS: _attempt,
@@ -247,12 +250,12 @@ class RecordMapper:
             return
         expected, stage = PROJECTED[suffix]
         try:
-            event_type, datum = self.codec.decode_datum(value)
-            if event_type is not expected:
+            event = self.codec.decode(value)
+            if type(event) is not expected:
                 raise DecodeError(
-                    "type", f"a {event_type.__name__} on {topic}, expected {expected.__name__}"
+                    "type", f"a {type(event).__name__} on {topic}, expected {expected.__name__}"
                 )
-            row = MAPPERS[stage](datum, topic, partition, offset)
+            row = MAPPERS[stage](event, topic, partition, offset)
         except DecodeError as exc:
             batch.add_error(topic, partition, offset, exc, key, value, timestamp_ms)
             return

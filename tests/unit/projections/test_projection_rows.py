@@ -20,6 +20,7 @@ from horae.projections.rows import (
     Batch,
     RecordMapper,
     Stage,
+    to_json,
 )
 from horae.projections.sqlfiles import sql
 from horae.projections.synthetic import START, attempt, audit, definition, fire, outcome
@@ -138,3 +139,35 @@ def test_fire_rows_carry_the_decision(scheduled: datetime, state: ev.FireState) 
     row = dict(zip(STAGE_COLUMNS[Stage.FIRES], batch.rows[Stage.FIRES][0], strict=True))
     assert row["fire_key"] == f.fire_key and row["state"] == state.value
     assert row["scheduled_at"] == scheduled and row["src_topic"] == topic_name(Topic.FIRES, PREFIX)
+
+
+def test_rows_hold_the_avro_datum_of_every_column() -> None:
+    """Rows are built from decoded events; each column is what the record's Avro datum holds
+    (enum symbols, instants, JSON of the nested records), for every projected type."""
+    from tests.unit.contracts.samples import all_samples
+
+    codec = default_codec()
+    mapper = RecordMapper(codec, {topic_name(t, PREFIX): t for t in PROJECTED})
+    by_type = {event_type: (topic, stage) for topic, (event_type, stage) in PROJECTED.items()}
+    checked = set()
+    for sample in all_samples():
+        if type(sample) not in by_type:
+            continue
+        topic, stage = by_type[type(sample)]
+        value = encode(sample)
+        batch = Batch()
+        mapper.add(batch, topic_name(topic, PREFIX), 0, 7, b"k", value)
+        (row,) = batch.rows[stage]
+        _, datum = codec.decode_datum(value)
+        for column, cell in zip(STAGE_COLUMNS[stage], row, strict=True):
+            if column in datum:
+                expected = datum[column]
+                if isinstance(expected, dict | list):
+                    expected = to_json(expected)
+                assert cell == expected, (type(sample).__name__, column)
+                assert type(cell) in (type(expected), *ENUM_TYPES) or cell is None, column
+        checked.add(type(sample))
+    assert checked == set(by_type)
+
+
+ENUM_TYPES = tuple(v for v in vars(ev).values() if isinstance(v, type) and issubclass(v, str))
