@@ -58,26 +58,40 @@ _COMPILED: dict[tuple[ev.Recurrence, ev.Policies], tuple[TriggerSpec, Schedule]]
 
 
 def _shared(value: T) -> T:
+    if _SHARED_IDS.get(id(value)) is value:  # already the shared copy (the decoder interns)
+        return value
     found = _SHARED.get(value)
     if found is None:
         if len(_SHARED) >= _SHARED_LIMIT:
             _SHARED.clear()
+            _SHARED_IDS.clear()
         _SHARED[value] = found = value
+        _SHARED_IDS[id(value)] = value  # holds it: its id stays its own
     return found  # type: ignore[return-value]
+
+
+_SHARED_IDS: dict[int, object] = {}
 
 
 def held(d: ev.TriggerDefinition) -> ev.TriggerDefinition:
     """The definition as the index holds it: shared value objects and strings, no signature (it
-    was verified at ingress; the ledger never needs it again)."""
-    return replace(
-        d,
+    was verified at ingress; the ledger never needs it again). Built directly, not through
+    ``dataclasses.replace`` (which costs ~4 µs more per trigger at a cold start)."""
+    return ev.TriggerDefinition(
         tenant=_shared(d.tenant),
-        author=_shared(d.author),
-        content_type=_shared(d.content_type),
+        trigger_id=d.trigger_id,
+        version=d.version,
+        state=d.state,
         recurrence=_shared(d.recurrence),
+        target=_shared_target(d.target),
+        authored_at=d.authored_at,
+        author=_shared(d.author),
+        role=d.role,
+        payload=d.payload,
+        content_type=_shared(d.content_type),
         policies=_shared(d.policies),
         quotas=_shared(d.quotas),
-        target=_shared_target(d.target),
+        description=d.description,
         labels=d.labels or _NO_LABELS,
         signature=None,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from horae.contracts import events as ev
-from horae.streams.planner.decide import Decider
+from horae.streams.planner.decide import Decider, held
 from horae.streams.planner.index import DueIndex
 from horae.streams.planner.records import Output
 from tests.integration.planner.harness import definition
@@ -85,3 +85,16 @@ def test_deleted_then_recreated_starts_afresh() -> None:
     assert _fires(out) == [], "no late fire for the time it did not exist"
     fires = _fires(_tick(decider, index, T0 + 6 * 3600 + 1))
     assert [int(f.scheduled_at.timestamp()) for f in fires] == [T0 + 6 * 3600]
+
+
+def test_held_definitions_equal_the_definition_without_signature_and_share_value_objects() -> None:
+    one = replace(
+        definition("a", "0 * * * *"), signature=ev.Signature(key_id="k", value="00"), labels={}
+    )
+    two = replace(one, trigger_id="b", recurrence=replace(one.recurrence))
+    held_one, held_two = held(one), held(two)
+    assert held_one == replace(one, signature=None)
+    assert held_two == replace(two, signature=None)
+    assert held_one.recurrence is held_two.recurrence  # equal, so held once
+    assert held_one.policies is held_two.policies
+    assert held(held_one) == held_one
