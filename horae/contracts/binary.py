@@ -10,10 +10,12 @@ map, array and ``timestamp-micros`` (aware datetimes); enums as ``StrEnum`` memb
 its symbol) or symbol strings. Any other schema raises
 :class:`Unsupported` at compile time and the codec keeps fastavro for that type.
 
-The last record written of each type is remembered, by identity: when the same object is written
-again, alone or inside another record — a fire record inside its dispatch order, the target that
-a thousand triggers share — its bytes are reused (a record's encoding is the concatenation of its
-fields, so the nesting changes nothing; the memo holds the object, so its identity is not reused).
+Written records are remembered by identity — the last one of each type, and every one recently
+written of the value objects many triggers share (``shared``): when the same object is written
+again, alone or inside another record — a fire record inside its dispatch order, the target that a
+thousand triggers share — its bytes are reused (a record's encoding is the concatenation of its
+fields, so the nesting changes nothing; the memo holds the object, so its id is not reused).
+The readers are in :mod:`horae.contracts.binary_readers`.
 """
 
 from __future__ import annotations

@@ -25,7 +25,6 @@ from typing import Any
 
 from horae.contracts.binary import EPOCH, Unsupported
 
-_CACHE_LIMIT = 4096
 INTERN_LIMIT = 65_536  # distinct values remembered per interned type (then it starts over)
 
 Read = Callable[[bytes, int], tuple[Any, int]]
