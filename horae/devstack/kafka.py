@@ -17,12 +17,22 @@ from pathlib import Path
 
 from horae.devstack import StackError
 from horae.devstack.probe import kafka_healthy
-from horae.devstack.procs import port_open, read_pid, require_free, tail, terminate, wait_until
+from horae.devstack.procs import (
+    port_open,
+    read_pid,
+    require_free,
+    tail,
+    terminate,
+    wait_until,
+    wait_while_progressing,
+)
 from horae.settings import PROJECT_ROOT
 
 DEPLOY_DIR = PROJECT_ROOT / "deploy" / "local" / "kafka"
 JARS_DIR = DEPLOY_DIR / "lib"  # shared by every node (git-ignored)
-READY_TIMEOUT_S = 90.0
+READY_TIMEOUT_S = 90.0  # without progress in the broker's log; see READY_CAP_S
+READY_CAP_S = 900.0  # a data dir with many partitions loads for minutes after an unclean stop
+STOP_GRACE_S = 120.0  # a clean shutdown (no log recovery at the next start) takes its time
 # Brokers started by this process: kept referenced (a collected running Popen warns) and reaped.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -179,11 +189,18 @@ class KafkaNode:
         out.close()
         _CHILDREN[proc.pid] = proc
         self.pid_file.write_text(f"{proc.pid}\n")
-        if not wait_until(lambda: proc.poll() is not None or self.healthy(), READY_TIMEOUT_S):
-            terminate(proc.pid)
+        log_file = self.logs_dir / "server.log"
+        ready = wait_while_progressing(
+            lambda: proc.poll() is not None or self.healthy(),
+            lambda: log_file.stat().st_size if log_file.exists() else 0,
+            READY_TIMEOUT_S,
+            READY_CAP_S,
+        )
+        if not ready:
+            terminate(proc.pid, grace_s=STOP_GRACE_S)
             raise StackError(
-                f"Kafka did not become ready within {READY_TIMEOUT_S:.0f} s; last log lines:\n"
-                + tail(self.logs_dir / "server.log")
+                f"Kafka did not become ready (no progress in its log for {READY_TIMEOUT_S:.0f} s,"
+                f" or {READY_CAP_S:.0f} s in all); last log lines:\n" + tail(log_file)
             )
         if proc.poll() is not None:
             raise StackError(
@@ -194,7 +211,7 @@ class KafkaNode:
     def stop(self) -> None:
         pid = self.running_pid()
         if pid is not None:
-            terminate(pid, grace_s=30.0)
+            terminate(pid, grace_s=STOP_GRACE_S)
             child = _CHILDREN.pop(pid, None)
             if child is not None:
                 child.wait()

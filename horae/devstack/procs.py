@@ -61,6 +61,31 @@ def wait_until(check: Callable[[], bool], timeout_s: float, interval_s: float = 
     return check()
 
 
+def wait_while_progressing(
+    check: Callable[[], bool],
+    progress: Callable[[], object],
+    idle_s: float,
+    cap_s: float,
+    *,
+    interval_s: float = 0.25,
+    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Like :func:`wait_until`, but the ``idle_s`` budget starts again whenever ``progress()``
+    changes (a log that grows: a broker loading thousands of partitions is slow, not stuck);
+    never longer than ``cap_s`` in all."""
+    start = monotonic()
+    last, deadline = progress(), start + idle_s
+    while monotonic() < min(deadline, start + cap_s):
+        if check():
+            return True
+        sleep(interval_s)
+        now = progress()
+        if now != last:
+            last, deadline = now, monotonic() + idle_s
+    return check()
+
+
 def terminate(pid: int, grace_s: float = 20.0) -> None:
     """SIGTERM the process group of ``pid``, then SIGKILL it if it outlives ``grace_s``."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
