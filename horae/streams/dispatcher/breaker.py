@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 
 from horae.contracts import events as ev
 from horae.contracts import signing
+from horae.contracts.ids import event_id
 from horae.contracts.ingress import Source, ingest_definition
 from horae.kafka.reader import read_partition
 from horae.streams.dispatcher.records import TERMINAL_FAILURES, Verdict
-from horae.streams.planner.records import event_id
 
 log = logging.getLogger(__name__)
 AUTHOR = "horae-dispatcher/breaker"

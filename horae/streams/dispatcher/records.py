@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 
 from horae.contracts import events as ev
+from horae.contracts.ids import event_id
 from horae.dispatch import AttemptResult, TransportResult
-from horae.streams.planner.records import event_id
 
 H_FIRST = "horae-first-attempt-ms"
 H_BASE = "horae-budget-base"

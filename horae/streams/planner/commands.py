@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from horae.contracts import events as ev
 from horae.contracts import signing
+from horae.contracts.ids import event_id
 from horae.contracts.ingress import TenantKeys
 from horae.domain.schedule import Schedule
-from horae.streams.planner.records import Output, at, event_id, fire_outputs, schedule_event
+from horae.streams.planner.records import Output, at, fire_outputs, schedule_event
 
 BACKFILL_ROLES = (ev.Role.POLICY, ev.Role.PLATFORM)
 

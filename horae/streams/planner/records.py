@@ -10,12 +10,12 @@ state and cause and no hand-over.
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import NamedTuple
 
 from horae.contracts import events as ev
+from horae.contracts.ids import event_id
 from horae.domain.keys import canonical_text, short_hash_of
 from horae.domain.tzdb import tzdata_version
 
@@ -40,11 +40,6 @@ def at(epoch: float) -> datetime:
     """The aware UTC datetime of an epoch (cached: a batch shares its ``now`` and, at a peak, its
     scheduled instant)."""
     return datetime.fromtimestamp(epoch, UTC)
-
-
-def event_id(*parts: object) -> str:
-    """A deterministic id: a replayed decision produces the same event id."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, "horae:" + "|".join(str(p) for p in parts)))
 
 
 def fire_outputs(
