@@ -1,14 +1,18 @@
-"""Read one partition of a topic from the beginning to its end, outside any consumer group.
+"""Reading positions: one partition from the beginning to its end, and a rewind to the commits.
 
-Used to rebuild state on assignment (the planner's due index from its compacted changelog and the
-definitions). ``read_committed``: the end is the last stable offset, so an open or aborted
-transaction is never part of the rebuilt state.
+:func:`read_partition` reads outside any consumer group; it rebuilds state on assignment (the
+planner's due index from its compacted changelog and the definitions). ``read_committed``: the end
+is the last stable offset, so an open or aborted transaction is never part of the rebuilt state.
+
+:func:`seek_to_committed` moves a group member back to its committed offsets, as an aborted
+transaction requires (an abort does not rewind the consumer).
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -19,7 +23,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+log = logging.getLogger(__name__)
 POLL_BATCH = 10_000
+COMMITTED_TIMEOUT_S = 30.0
 
 # What a broker answers for a moment after a topic is created or a leader moves.
 _SETTLING = frozenset(
@@ -88,3 +94,21 @@ def read_partition(
                     return
     finally:
         consumer.close()
+
+
+def seek_to_committed(
+    consumer: Consumer, partitions: Sequence[TopicPartition] | None = None
+) -> None:
+    """Seek each of ``partitions`` (default: the consumer's whole assignment) to the group's
+    committed offset, or to the beginning when nothing is committed yet. A partition that
+    cannot be sought because it was not fetched yet is skipped: it starts there anyway. Blocks
+    up to ``COMMITTED_TIMEOUT_S`` asking the broker; call it on the consumer's own thread."""
+    targets = consumer.assignment() if partitions is None else list(partitions)
+    if not targets:
+        return
+    for tp in consumer.committed(targets, timeout=COMMITTED_TIMEOUT_S):
+        offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+        try:
+            consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+        except KafkaException as exc:
+            log.debug("seek %s[%d] skipped: %s", tp.topic, tp.partition, exc)

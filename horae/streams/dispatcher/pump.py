@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import cast
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode, encode
 from horae.contracts.topics import Topic, lane_topic, topic_name
+from horae.kafka.reader import seek_to_committed
 from horae.kafka.txn import (
-    COMMIT_TIMEOUT_S,
     OutRecord,
     TransactionalProcessor,
     TransactionFailed,
@@ -228,14 +228,7 @@ class Pump:
             paused, self._paused = self._paused, set()
         if paused:
             self.consumer.resume([TopicPartition(t, p) for t, p in paused])
-        assignment = self.consumer.assignment()
-        if assignment:
-            for tp in self.consumer.committed(assignment, timeout=COMMIT_TIMEOUT_S):
-                offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-                try:
-                    self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
-                except KafkaException as exc:  # not fetched yet: it starts there anyway
-                    log.debug("seek %s[%d] skipped: %s", tp.topic, tp.partition, exc)
+        seek_to_committed(self.consumer)
         self._reset()
 
     # --- committer thread --------------------------------------------------------------------
