@@ -14,7 +14,7 @@ Rules (:func:`classify`):
 * ``timeout_read``, ``connection_lost``, ``protocol_error`` (outcome *unknown*: the target may
   have processed the request): retried too. This is deliberate: every attempt carries the same
   fire key as ``Idempotency-Key`` and ``webhook-id``, so a target that deduplicates on it sees one
-  effect; delivery is at-least-once by design (DESIGN.md, dispatcher row).
+  effect; delivery is at-least-once by design (docs/guarantees.md, dispatcher).
 
 The backoff itself (exponential, jitter, Retry-After as a floor, attempt budget, truncation at the
 next instant) belongs to the pure time core, :func:`horae.domain.retry.next_retry`;

@@ -7,7 +7,7 @@ so a restarted worker fences its crashed predecessor and aborts its open transac
 Per batch: ``begin_transaction`` → produce → ``send_offsets_to_transaction(positions, group
 metadata)`` → ``commit_transaction``. The offsets sent are the consumer's *next* offsets.
 
-Errors, following librdkafka's transactions example and LOCAL-KAFKA.md:
+Errors, following librdkafka's transactions example (docs/local-stack.md, transactions):
 - abortable (``txn_requires_abort``): abort, then seek every assigned partition back to its
   committed offset (an abort does not rewind the consumer) and let the caller rebuild its state;
 - retriable on commit: retry the commit;

@@ -1,5 +1,5 @@
 -- The current schema of the read models, in one piece. A fresh `horae migrate` must produce
--- exactly this (tests/integration/projections/test_migrate.py); change it with every migration.
+-- exactly this (tests/integration/projections/test_projection_migrate.py); change it with every migration.
 -- Runs with search_path = the target schema; names are unqualified.
 -- No column takes the wall clock: a rebuild must produce the same rows as the live projection.
 

@@ -5,9 +5,10 @@ succeeded fire resets the count (retries in between do not count either way). Co
 only after the transaction holding the fire's outcome committed. They live in memory: a restart
 or a rebalance starts them at zero (a trip may then come later, never wrongly).
 
-On a trip the dispatcher writes, in its next transaction, a new version of the trigger's latest
-accepted definition with ``state=paused``, ``role=platform``, the cause in ``labels``
-(``horae.paused_by``, ``horae.pause_cause``), signed with the platform key
+On a trip the dispatcher reads the trigger's partition of the ingress topic ``definitions`` (not
+``definitions.accepted``) and writes onto it, in its next transaction, a new version of the highest
+validly signed version found there, with ``state=paused``, ``role=platform``, the cause in
+``labels`` (``horae.paused_by``, ``horae.pause_cause``), signed with the platform key
 (``HORAE_PLATFORM_KEY``, which the settings add to every tenant's key map so planners accept it),
 plus a ``schedule.failed`` event with the cause. A trigger already paused or deleted is left alone.
 """
@@ -67,8 +68,9 @@ def latest_definition(
     trigger_id: str,
     tenant_keys: Mapping[str, Mapping[str, bytes]],
 ) -> ev.TriggerDefinition | None:
-    """The highest accepted (validly signed) version of a trigger in its definitions
-    partition, read_committed; None when there is none."""
+    """The highest validly signed version of a trigger in its partition of ``topic`` (the
+    ingress topic), read_committed; None when there is none. It passed ingress, but the planner
+    may still have refused it (a platform limit, a stale version)."""
     want = ev.trigger_key(tenant, trigger_id).encode()
     best: ev.TriggerDefinition | None = None
     for msg in read_partition(bootstrap, topic, partition):

@@ -58,7 +58,7 @@ def rebuild_partition(
         try:
             state = decode(value, ev.PlannerState)
         except DecodeError:
-            continue  # written by us; unreadable means a newer planner wrote it: skip, recompute
+            continue  # unreadable: ignored; a trigger left with no state drops out of the index
         states[ev.trigger_key(state.tenant, state.trigger_id)] = state
     index = DueIndex(partition)
     for msg in read_partition(bootstrap, accepted_topic, partition):
