@@ -16,112 +16,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TypeVar
 
 from confluent_kafka import Message
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
-from horae.contracts.domain_map import trigger_spec
 from horae.contracts.ingress import Source, TenantKeys, ingest_definition
 from horae.domain.misfire import evaluate_misfire
-from horae.domain.schedule import Schedule
-from horae.domain.trigger import Limits, TriggerSpec, validate_trigger
+from horae.domain.trigger import Limits, validate_trigger
 from horae.streams.planner.commands import CommandHandler
 from horae.streams.planner.index import DueIndex, TriggerEntry
 from horae.streams.planner.records import Output, at, fire_outputs, schedule_event
+from horae.streams.planner.sharing import SharedValues
 
 MAX_RECORDS_PER_EVALUATION = 1000
-T = TypeVar("T")
 Ev = ev.ScheduleEventType
 
 
-def compile_definition(d: ev.TriggerDefinition) -> tuple[TriggerSpec, Schedule]:
-    """The domain spec of a definition and its (shared) compiled schedule; raises
-    ValidationError. The API's dry-run goes through the same :func:`trigger_spec`. The spec is a
-    function of the recurrence and the policies only, so it is computed once per distinct pair."""
-    key = (d.recurrence, d.policies)
-    found = _COMPILED.get(key)
-    if found is None:
-        spec = _shared(trigger_spec(d))
-        if len(_COMPILED) >= _SHARED_LIMIT:
-            _COMPILED.clear()
-        _COMPILED[key] = found = (spec, spec.schedule())
-    return found
-
-
-# Many triggers share a recurrence and policies: the index keeps one copy of each equal value
-# object (frozen, hashable), so a trigger's footprint is mostly what is its own (ids, target).
-_SHARED: dict[object, object] = {}
-_SHARED_LIMIT = 1_000_000
-_COMPILED: dict[tuple[ev.Recurrence, ev.Policies], tuple[TriggerSpec, Schedule]] = {}
-
-
-def _shared(value: T) -> T:
-    if _SHARED_IDS.get(id(value)) is value:  # already the shared copy (the decoder interns)
-        return value
-    found = _SHARED.get(value)
-    if found is None:
-        if len(_SHARED) >= _SHARED_LIMIT:
-            _SHARED.clear()
-            _SHARED_IDS.clear()
-        _SHARED[value] = found = value
-        _SHARED_IDS[id(value)] = value  # holds it: its id stays its own
-    return found  # type: ignore[return-value]
-
-
-_SHARED_IDS: dict[int, object] = {}
-
-
-def held(d: ev.TriggerDefinition) -> ev.TriggerDefinition:
-    """The definition as the index holds it: shared value objects and strings, no signature (it
-    was verified at ingress; the ledger never needs it again). Built directly, not through
-    ``dataclasses.replace`` (which costs ~4 µs more per trigger at a cold start)."""
-    return ev.TriggerDefinition(
-        tenant=_shared(d.tenant),
-        trigger_id=d.trigger_id,
-        version=d.version,
-        state=d.state,
-        recurrence=_shared(d.recurrence),
-        target=_shared_target(d.target),
-        authored_at=d.authored_at,
-        author=_shared(d.author),
-        role=d.role,
-        payload=d.payload,
-        content_type=_shared(d.content_type),
-        policies=_shared(d.policies),
-        quotas=_shared(d.quotas),
-        description=d.description,
-        labels=d.labels or _NO_LABELS,
-        signature=None,
-    )
-
-
-_NO_LABELS: dict[str, str] = {}  # held definitions are frozen: one empty mapping serves all
-
-
-_TARGETS: dict[str | None, ev.Target] = {}  # by URL (or topic): the first target seen there
-
-
-def _shared_target(t: ev.Target) -> ev.Target:
-    """An equal target already held, if the first one seen at its URL is equal (a target is not
-    hashable: it has a headers mapping); keyed by a string the target holds anyway, so a trigger
-    with a URL of its own costs one dict slot, not a key object."""
-    where = t.url if t.url is not None else t.topic
-    found = _TARGETS.get(where)
-    if found is not None and found == t:
-        return found
-    if found is None:
-        if len(_TARGETS) >= _SHARED_LIMIT:
-            _TARGETS.clear()
-        _TARGETS[where] = t
-    return t
-
-
 class Decider:
-    def __init__(self, tenant_keys: TenantKeys | None = None, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        tenant_keys: TenantKeys | None = None,
+        limits: Limits | None = None,
+        shared: SharedValues | None = None,
+    ) -> None:
         self.tenant_keys: TenantKeys = tenant_keys or {}
         self.limits = limits or Limits()
+        self.shared = shared or SharedValues()
         self.commands = CommandHandler(self.tenant_keys)
 
     # --- input records ------------------------------------------------------------------
@@ -132,7 +53,7 @@ class Decider:
         result = ingest_definition(msg.value(), msg.key(), source, self.tenant_keys, now=at(now))
         if isinstance(result, ev.TriggerDefinition) and check_limits:
             try:  # platform limits and "fires within 5 years" need configuration and now
-                validate_trigger(compile_definition(result)[0], int(now), self.limits)
+                validate_trigger(self.shared.compiled(result)[0], int(now), self.limits)
             except ValueError as exc:
                 return _quarantine(msg, "invalid", str(exc), now, result)
         return result
@@ -189,7 +110,7 @@ class Decider:
     ) -> list[Output]:
         if entry is None:
             last = int(now)
-            entry = TriggerEntry(held(d), *compile_definition(d), None, None, last)
+            entry = TriggerEntry(self.shared.held(d), *self.shared.compiled(d), None, None, last)
             if d.state is ev.DefinitionState.PAUSED:
                 entry.paused_since = now
             self._reschedule(key, entry)
@@ -211,8 +132,8 @@ class Decider:
         if was is ev.DefinitionState.LIVE:
             out += self.decide_entry(index.partition, key, entry, now, now)  # old version first
         if d is not entry.definition:
-            entry.definition = held(d)
-            entry.spec, entry.schedule = compile_definition(d)
+            entry.definition = self.shared.held(d)
+            entry.spec, entry.schedule = self.shared.compiled(d)
         if state is not d.state:
             entry.definition = replace(entry.definition, state=state)
         if state is ev.DefinitionState.PAUSED and was is not ev.DefinitionState.PAUSED:
@@ -345,7 +266,7 @@ class Decider:
             last = int(now)
         else:
             last = int(state.last_decided.timestamp())
-        entry = TriggerEntry(held(d), *compile_definition(d), None, None, last)
+        entry = TriggerEntry(self.shared.held(d), *self.shared.compiled(d), None, None, last)
         if state is not None and state.state is not d.state:
             entry.definition = replace(entry.definition, state=state.state)  # by a command
         if state is not None and state.paused_since is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from horae.contracts import events as ev
-from horae.streams.planner.decide import Decider, held
+from horae.streams.planner.decide import Decider
 from horae.streams.planner.index import DueIndex
 from horae.streams.planner.records import Output
 from tests.integration.planner.harness import definition
@@ -92,6 +92,7 @@ def test_held_definitions_equal_the_definition_without_signature_and_share_value
         definition("a", "0 * * * *"), signature=ev.Signature(key_id="k", value="00"), labels={}
     )
     two = replace(one, trigger_id="b", recurrence=replace(one.recurrence))
+    held = Decider().shared.held
     held_one, held_two = held(one), held(two)
     assert held_one == replace(one, signature=None)
     assert held_two == replace(two, signature=None)
