@@ -1,0 +1,251 @@
+"""The ports of Horae: what the decision cores need from the outside world, and nothing more.
+
+Each port is a :class:`typing.Protocol`; its docstrings are the contract an adapter must keep.
+The real adapters live next to the I/O they wrap (:mod:`horae.kafka.txn`, :mod:`horae.kafka.reader`,
+:mod:`horae.projections.store`, :mod:`horae.dispatch.http_sender`); the in-memory twins live in
+:mod:`horae.testing`, and one contract suite per port (``tests/unit/ports``, with the real
+adapters under ``tests/integration/ports``) runs over both.
+
+The decision cores (the planner's :mod:`~horae.streams.planner.decide`, the dispatcher's
+conclusion, the projector's :mod:`~horae.projections.rows`) import this module and the contracts,
+never ``confluent_kafka``, ``psycopg`` or ``aiohttp``.
+
+Value types:
+
+- :class:`Emit` — THE record to produce, whoever produces it (planner, dispatcher, breaker,
+  synthetic loads): topic name, key and value bytes, partition (None: by key), headers. Built from
+  an event by :class:`horae.contracts.routing.Router`, which owns the one routing table
+  (event type → topic, key).
+- :class:`Record` — a plain :class:`InputRecord` (in-memory logs, tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from time import monotonic as _monotonic
+from time import time as _time
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from horae.dispatch.http_sender import AttemptResult
+
+#: ``(topic, partition)``
+TopicPartitionKey = tuple[str, int]
+#: next offsets to read (the offset after the last record consumed), per partition
+Offsets = Mapping[TopicPartitionKey, int]
+#: headers of a record to produce
+Headers = Sequence[tuple[str, bytes]]
+#: headers as a consumed record may carry them (confluent-kafka gives a list of pairs)
+InputHeaders = Sequence[tuple[str, str | bytes | None]] | Mapping[str, str | bytes | None]
+
+
+@runtime_checkable
+class InputRecord(Protocol):
+    """One consumed record. ``confluent_kafka.Message`` satisfies it structurally, so a hot path
+    hands the broker's messages to a decision core without wrapping them.
+
+    The accessors are methods (as on ``Message``); a record read from a log always has a topic,
+    partition and offset (``None`` only on error events, which adapters never hand over).
+    """
+
+    def topic(self) -> str | None:
+        """The topic's full name."""
+
+    def partition(self) -> int | None:
+        """The partition number."""
+
+    def offset(self) -> int | None:
+        """The record's offset in its partition."""
+
+    def key(self) -> bytes | None:
+        """The key bytes (None: no key)."""
+
+    def value(self) -> bytes | None:
+        """The value bytes (None: a tombstone)."""
+
+    def headers(self) -> InputHeaders | None:
+        """The headers (None or empty: none)."""
+
+
+class Record:
+    """A plain :class:`InputRecord` (what the in-memory adapters store and hand out)."""
+
+    __slots__ = ("_headers", "_key", "_offset", "_partition", "_topic", "_value")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None = None,
+    ) -> None:
+        self._topic = topic
+        self._partition = partition
+        self._offset = offset
+        self._key = key
+        self._value = value
+        self._headers = headers
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def headers(self) -> Headers | None:
+        return self._headers
+
+    def __repr__(self) -> str:
+        return f"Record({self._topic}[{self._partition}]@{self._offset}, key={self._key!r})"
+
+
+class Emit(NamedTuple):
+    """One record to produce (the only such type in Horae).
+
+    ``partition`` None lets the producer's partitioner pick by key (murmur2, as Kafka's Java
+    clients); a trigger-partitioned record carries its trigger's partition number. ``event`` is
+    the event the value encodes, when the emitter built it from one (metrics and tests read it;
+    it is never produced)."""
+
+    topic: str
+    key: bytes
+    value: bytes | None
+    partition: int | None = None
+    headers: Headers | None = None
+    event: Any = None
+
+
+class TransactionFailed(RuntimeError):
+    """A batch was not committed. Nothing of it is visible to ``read_committed`` readers, the
+    input was rewound to the last committed offsets, and the owner was notified: it must rebuild
+    whatever state it derived from records consumed since then."""
+
+
+class TransactionalLog(Protocol):
+    """A consumer-group member and its transactional producer: consume, then commit the records
+    produced and the input offsets consumed in ONE transaction (consume-transform-produce, KIP-447).
+
+    Partitions are assigned to the member by the group; ``on_assign`` / ``on_revoke`` (given to
+    :meth:`subscribe`) run inside :meth:`consume`, between batches, with the partitions as
+    ``(topic, partition)`` pairs. A member whose partitions were revoked (or that was fenced by a
+    newer member with the same transactional id) can no longer commit.
+    """
+
+    def subscribe(
+        self,
+        topics: Sequence[str],
+        on_assign: Callable[[Sequence[TopicPartitionKey]], None],
+        on_revoke: Callable[[Sequence[TopicPartitionKey]], None],
+    ) -> None:
+        """Join the group for ``topics``; a lost assignment is reported through ``on_revoke``."""
+
+    def unsubscribe(self) -> None:
+        """Leave the group: every owned partition is released (``on_revoke`` is not called)."""
+
+    def consume(self, max_records: int, timeout_s: float) -> Sequence[InputRecord]:
+        """Up to ``max_records`` committed records (read_committed) of the owned partitions, in
+        offset order per partition, waiting at most ``timeout_s`` for the first one. Error
+        events are logged by the adapter and never returned."""
+
+    def assignment(self) -> list[TopicPartitionKey]:
+        """The partitions owned now."""
+
+    def positions(self) -> dict[TopicPartitionKey, int]:
+        """The next offset to consume per owned partition, for those with a known position: what
+        :meth:`commit` takes as ``next_offsets`` after a batch was consumed and applied."""
+
+    def commit(self, records: Sequence[Emit], next_offsets: Offsets) -> None:
+        """Produce ``records`` and commit ``next_offsets`` for the group, atomically: either every
+        record becomes visible to read_committed readers together with the offsets, or none is.
+
+        On failure the adapter aborts the transaction (or, when the producer is unusable — fenced,
+        ambiguous timeout — replaces it, which aborts what the old one left open), rewinds every
+        owned partition to its last committed offset (:meth:`rewind`), and raises
+        :class:`TransactionFailed`. The caller then continues consuming from there.
+        """
+
+    def rewind(self) -> None:
+        """Seek every owned partition back to its last committed offset (the beginning when none
+        was committed) and call the owner's ``on_rewind`` callback (given to the adapter when it
+        was built): the owner drops the state it derived from uncommitted input."""
+
+    def close(self) -> None:
+        """Flush and leave the group. Idempotent."""
+
+
+class PartitionReader(Protocol):
+    """Reads a partition outside any consumer group (state rebuilds on assignment)."""
+
+    def read(
+        self, topic: str, partition: int, start: int = 0, stop: int | None = None
+    ) -> Iterator[InputRecord]:
+        """The committed records of ``topic[partition]`` from offset ``start`` up to the end as it
+        was when reading began (its last stable offset), or ``stop`` if lower, in offset order.
+        Records of open or aborted transactions are never returned; a missing or empty partition
+        yields nothing."""
+
+
+class ReadModelStore(Protocol):
+    """The projector's store: read-model rows and the input offsets they cover, together."""
+
+    def apply(self, rows: Any, next_offsets: Offsets) -> Any:
+        """Write ``rows`` and the ``next_offsets`` they cover in ONE transaction; a record below an
+        offset already stored is dropped (a replay is a no-op). On any error nothing is left
+        behind and the error propagates; the caller reconnects and reads again from
+        :meth:`stored_offsets`."""
+
+    def stored_offsets(self) -> dict[TopicPartitionKey, int]:
+        """The committed next offsets, per ``(topic, partition)`` ever applied."""
+
+
+class HttpSender(Protocol):
+    """Sends one attempt of one outbound call (see :mod:`horae.dispatch.http_sender` for the full
+    contract: SSRF check first, connection only to the checked addresses, no redirects, bounded
+    body, deadline). Never raises for a failed attempt: the result says how it ended."""
+
+    async def send(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, method: str = "POST"
+    ) -> AttemptResult:
+        """One signed request (``headers`` already carry the signature) to ``url``."""
+
+
+class Clock(Protocol):
+    """Time, injected: a wall clock for what is recorded and decided, a monotonic one for what
+    is measured (timeouts, ages of readings)."""
+
+    def now(self) -> float:
+        """Wall-clock time, epoch seconds (may jump)."""
+
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary origin; never goes back."""
+
+
+class Resolver(Protocol):
+    """Host name resolution (the address policy's: ``AddressPolicy(resolver=...)``)."""
+
+    def __call__(self, host: str, port: int) -> Awaitable[Sequence[str]]:
+        """The TCP addresses of ``host`` as strings; raises ``OSError`` when it does not resolve."""
+
+
+class SystemClock:
+    """The process's clocks: :func:`time.time` and :func:`time.monotonic`."""
+
+    def now(self) -> float:
+        return _time()
+
+    def monotonic(self) -> float:
+        return _monotonic()
+
+
+SYSTEM_CLOCK = SystemClock()
