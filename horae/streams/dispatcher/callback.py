@@ -14,30 +14,104 @@ the attempt) and unused. Answers:
 
 Replay protection is per process (:class:`~horae.dispatch.ReplayGuard`): behind a load balancer,
 route callbacks to one dispatcher or share the guard's store.
+
+The handler gets everything it uses passed in (secret, clock, replay guard, metrics and an
+:class:`OutcomeSink`); :class:`OutcomeWriter` is the Kafka sink. Nothing here blocks the event
+loop: the writer asks for the topic's metadata when it is built (build it off the loop, e.g.
+``asyncio.to_thread``), and a write awaits its delivery report, served on the writer's own thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from horae.contracts import events as ev
 from horae.contracts.codec import encode
-from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, fire_partition, topic_name
-from horae.dispatch import TokenError, verify_token
+from horae.contracts.topics import PRODUCER_DEFAULTS, fire_partition
+from horae.dispatch import ReplayGuard, TokenError, verify_token
 from horae.dispatch.signing import CALLBACK_TOKEN_HEADER
 from horae.domain.keys import FireKey
+from horae.streams.dispatcher.metrics import DispatcherMetrics
 
-if TYPE_CHECKING:
-    from horae.streams.dispatcher.worker import Dispatcher
-
+log = logging.getLogger(__name__)
 PATH = "/v1/outcomes"
 STATES = {"succeeded": ev.OutcomeState.SUCCEEDED, "failed": ev.OutcomeState.FAILED}
+WRITE_TIMEOUT_S = 30.0
+
+
+class OutcomeSink(Protocol):
+    """Where accepted outcomes go: a topic of ``partitions`` partitions."""
+
+    @property
+    def partitions(self) -> int: ...
+
+    async def write(self, key: bytes, value: bytes, partition: int) -> bool:
+        """Write one record; True once it is durably written, False if it could not be."""
+        ...
+
+
+class OutcomeWriter:
+    """An idempotent producer on the outcomes topic. Building it blocks (the topic's metadata is
+    asked, up to ``timeout_s``); :meth:`write` does not: it produces and awaits the record's
+    delivery report, which a poller thread of the writer serves. :meth:`close` blocks."""
+
+    def __init__(self, bootstrap: str, topic: str, timeout_s: float = WRITE_TIMEOUT_S) -> None:
+        self.topic = topic
+        self.timeout_s = timeout_s
+        self._producer = Producer(
+            {**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap, "log_level": 4}
+        )
+        meta = self._producer.list_topics(topic, timeout=timeout_s)
+        self._partitions = len(meta.topics[topic].partitions)
+        self._closed = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="callback-writer", daemon=True)
+        self._poller.start()
+
+    @property
+    def partitions(self) -> int:
+        return self._partitions
+
+    def _poll(self) -> None:
+        while not self._closed.is_set():
+            self._producer.poll(0.1)
+
+    async def write(self, key: bytes, value: bytes, partition: int) -> bool:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bool] = loop.create_future()
+
+        def settle(ok: bool) -> None:
+            if not done.done():
+                done.set_result(ok)
+
+        def delivered(err: object, _msg: object) -> None:
+            if err is not None:
+                log.warning("outcome %r not written: %s", key, err)
+            loop.call_soon_threadsafe(settle, err is None)
+
+        try:
+            self._producer.produce(self.topic, value, key, partition, on_delivery=delivered)
+        except (BufferError, KafkaException) as exc:
+            log.warning("outcome %r not produced: %s", key, exc)
+            return False
+        try:
+            return await asyncio.wait_for(done, self.timeout_s)
+        except TimeoutError:
+            return False
+
+    def close(self) -> None:
+        """Stop the poller and deliver what is still queued (up to 10 s)."""
+        self._closed.set()
+        self._poller.join()
+        self._producer.flush(10)
 
 
 def _token(request: web.Request) -> str | None:
@@ -49,29 +123,34 @@ def _token(request: web.Request) -> str | None:
 
 
 class CallbackHandler:
-    """The request handler; writes outcomes with its own idempotent producer."""
+    """The request handler of ``POST /v1/outcomes`` (see the module docstring)."""
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
-        self.d = dispatcher
-        config = dispatcher.config
-        self.topic = topic_name(Topic.OUTCOMES, config.prefix)
-        self.producer = Producer(
-            {**PRODUCER_DEFAULTS, "bootstrap.servers": config.bootstrap, "log_level": 4}
-        )
-        meta = self.producer.list_topics(self.topic, timeout=30)
-        self.partitions = len(meta.topics[self.topic].partitions)
+    def __init__(
+        self,
+        *,
+        secret: bytes,
+        clock: Callable[[], float],
+        replay: ReplayGuard,
+        metrics: DispatcherMetrics,
+        sink: OutcomeSink,
+    ) -> None:
+        self.secret = secret
+        self.clock = clock
+        self.replay = replay
+        self.metrics = metrics
+        self.sink = sink
 
     def _refuse(self, status: int, reason: str) -> web.Response:
-        self.d.metrics.callbacks.labels(reason).inc()
+        self.metrics.callbacks.labels(reason).inc()
         return web.json_response({"refused": reason}, status=status)
 
     async def handle(self, request: web.Request) -> web.Response:
         token = _token(request)
         if not token:
             return self._refuse(401, "no_token")
-        now = self.d.clock()
+        now = self.clock()
         try:
-            claims = verify_token(token, now, self.d.config.callback_secret)
+            claims = verify_token(token, now, self.secret)
         except TokenError as exc:
             return self._refuse(401, exc.reason)
         try:
@@ -82,7 +161,7 @@ class CallbackHandler:
             return self._refuse(400, "bad_state")
         error = body.get("error")
         try:
-            self.d.replay.use(claims, now)
+            self.replay.use(claims, now)
         except TokenError as exc:
             return self._refuse(409, exc.reason)
         key = FireKey.parse(claims.fire_key)
@@ -96,45 +175,20 @@ class CallbackHandler:
             decided_at=datetime.fromtimestamp(now, UTC),
             error=str(error)[:2000] if error is not None else None,
         )
-        partition = fire_partition(claims.tenant, claims.trigger, self.partitions)
-        if not await self._write(claims.fire_key, encode(outcome), partition):
+        partition = fire_partition(claims.tenant, claims.trigger, self.sink.partitions)
+        if not await self.sink.write(claims.fire_key.encode(), encode(outcome), partition):
             return self._refuse(503, "not_written")
-        self.d.metrics.callbacks.labels("accepted").inc()
+        self.metrics.callbacks.labels("accepted").inc()
         return web.json_response({"accepted": claims.fire_key}, status=202)
-
-    async def _write(self, key: str, value: bytes, partition: int) -> bool:
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[bool] = loop.create_future()
-
-        def settle(ok: bool) -> None:
-            if not done.done():
-                done.set_result(ok)
-
-        def delivered(err: object, _msg: object) -> None:
-            loop.call_soon_threadsafe(settle, err is None)
-
-        self.producer.produce(
-            self.topic, key=key.encode(), value=value, partition=partition, on_delivery=delivered
-        )
-        await asyncio.to_thread(self.producer.flush, 30)
-        return await done
-
-    def close(self) -> None:
-        self.producer.flush(10)
 
 
 async def start_callback_server(
-    dispatcher: Dispatcher, host: str, port: int
+    handler: CallbackHandler, host: str, port: int
 ) -> tuple[web.AppRunner, int]:
-    """Start the callback server; the runner (``cleanup()`` stops it) and the bound port."""
-    handler = CallbackHandler(dispatcher)
+    """Serve ``handler`` on ``host:port`` (0 picks a free port); the runner (``cleanup()`` stops
+    it) and the bound port. Closing the handler's sink is the caller's."""
     app = web.Application(client_max_size=1 << 16)
     app.router.add_post(PATH, handler.handle)
-
-    async def close(_app: web.Application) -> None:
-        await asyncio.to_thread(handler.close)
-
-    app.on_cleanup.append(close)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)

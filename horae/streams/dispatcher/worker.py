@@ -25,9 +25,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from horae.contracts.topics import Topic, topic_name
 from horae.dispatch import AddressPolicy, HttpSender, ReplayGuard
 from horae.dispatch.ssrf import Resolver
 from horae.streams.dispatcher.admission import Admission, lane_class
+from horae.streams.dispatcher.callback import CallbackHandler, OutcomeWriter, start_callback_server
 from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.deliver import attempt_once, conclude
 from horae.streams.dispatcher.metrics import DispatcherMetrics, target_class
@@ -86,12 +88,19 @@ class Dispatcher:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         await self.sender.start()
-        runner = None
+        runner, writer = None, None
         if self.callback_port is not None:
-            from horae.streams.dispatcher.callback import start_callback_server
-
+            topic = topic_name(Topic.OUTCOMES, self.config.prefix)
+            writer = await asyncio.to_thread(OutcomeWriter, self.config.bootstrap, topic)
+            handler = CallbackHandler(
+                secret=self.config.callback_secret,
+                clock=self.clock,
+                replay=self.replay,
+                metrics=self.metrics,
+                sink=writer,
+            )
             runner, self.callback_bound = await start_callback_server(
-                self, self.callback_host, self.callback_port
+                handler, self.callback_host, self.callback_port
             )
         self.pump.start()
         self.ready.set()
@@ -106,6 +115,8 @@ class Dispatcher:
             await self.sender.close()
             if runner is not None:
                 await runner.cleanup()
+            if writer is not None:
+                await asyncio.to_thread(writer.close)
 
     async def _sleep(self) -> None:
         assert self._wake is not None and self._loop is not None
