@@ -1,11 +1,13 @@
 """Binary codec of the event contracts: fastavro bodies in the Confluent wire framing
 (magic byte ``0`` + 4-byte big-endian schema id + schemaless Avro).
 
-Schema ids come from the committed catalogue ``schemas/catalogue.json`` (stable, append-only) or,
-when ``HORAE_SCHEMA_REGISTRY_URL`` is set, from a Confluent-compatible schema registry (subject =
-the record's full name, i.e. RecordNameStrategy). Records are always *read* with the current
-schema of their type (``schemas/<Name>.avsc``) as reader schema, so data written by any earlier
-released version decodes. ``decode`` never raises anything but :class:`DecodeError`.
+The schemas are package data (``horae/contracts/schemas``, read through :mod:`importlib.resources`,
+so an installed wheel finds them). Schema ids come from their committed catalogue
+``schemas/catalogue.json`` (stable, append-only) or, when ``HORAE_SCHEMA_REGISTRY_URL`` is set, from
+a Confluent-compatible schema registry (subject = the record's full name, i.e. RecordNameStrategy).
+Records are always *read* with the current schema of their type (``schemas/<Name>.avsc``) as reader
+schema, so data written by any earlier released version decodes. ``decode`` never raises anything
+but :class:`DecodeError`.
 """
 
 from __future__ import annotations
@@ -16,22 +18,24 @@ import struct
 import threading
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast, overload
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from typing import Any, Literal, Protocol, TypeVar, cast, get_args, overload
 
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
-from horae.contracts._reflect import from_avro
+from horae.contracts._reflect import from_avro, to_avro
 from horae.contracts.binary import Body, compile_writers
 from horae.contracts.binary_readers import Read, compile_readers
 from horae.contracts.events import EVENT_TYPES, INTERNED, Event
-from horae.settings import PROJECT_ROOT, get_settings
+from horae.settings import get_settings
 
-SCHEMAS_DIR = PROJECT_ROOT / "schemas"
+SCHEMAS: Traversable = files("horae.contracts") / "schemas"
 MAGIC = 0
 _HEADER = struct.Struct(">bI")
 E = TypeVar("E", bound=Event)
+WireMode = Literal["compiled", "fastavro"]
 
 
 class DecodeError(Exception):
@@ -53,7 +57,7 @@ def fullname(schema: dict[str, Any]) -> str:
     return name if "." in name else f"{schema.get('namespace', '')}.{name}".lstrip(".")
 
 
-def load_schema(path: Path) -> dict[str, Any]:
+def load_schema(path: Traversable) -> dict[str, Any]:
     return cast(dict[str, Any], json.loads(path.read_text()))
 
 
@@ -73,7 +77,7 @@ class CurrentSchemas:
     readers: dict[type[Event], Read]  # compiled readers of records written with these schemas
 
     @classmethod
-    def load(cls, schemas_dir: Path = SCHEMAS_DIR) -> CurrentSchemas:
+    def load(cls, schemas_dir: Traversable = SCHEMAS) -> CurrentSchemas:
         raw = {t: load_schema(schemas_dir / f"{t.__name__}.avsc") for t in EVENT_TYPES}
         parsed = {t: fastavro.parse_schema(s) for t, s in raw.items()}
         by_name = {fullname(s): t for t, s in raw.items()}
@@ -94,7 +98,7 @@ class SchemaIds(Protocol):
 class Catalogue:
     """The committed catalogue: ``{"schemas": [{"id", "name", "version", "path"}]}``."""
 
-    def __init__(self, current: CurrentSchemas, schemas_dir: Path = SCHEMAS_DIR) -> None:
+    def __init__(self, current: CurrentSchemas, schemas_dir: Traversable = SCHEMAS) -> None:
         doc = json.loads((schemas_dir / "catalogue.json").read_text())
         self.entries: dict[int, dict[str, Any]] = {}
         self._schemas: dict[int, dict[str, Any]] = {}
@@ -113,8 +117,9 @@ class Catalogue:
             ids = [i for i, s in self._schemas.items() if canonical(s) == form]
             if not ids:
                 raise CatalogueError(
-                    f"schemas/{t.__name__}.avsc is not released: copy it to "
-                    f"schemas/released/vN/ and append an entry with a new id to catalogue.json"
+                    f"horae/contracts/schemas/{t.__name__}.avsc is not released: copy it to "
+                    f"schemas/released/vN/ and append an entry with a new id to catalogue.json "
+                    f"(docs/contracts.md)"
                 )
             self._writer[t] = max(ids)
 
@@ -159,18 +164,44 @@ class Registry:
 
 
 class Codec:
-    """Encodes events to, and decodes them from, framed Avro."""
+    """Encodes events to, and decodes them from, framed Avro. ``mode`` (default: the process's,
+    see :func:`set_wire_mode`) chooses the body code for records of the current schemas."""
 
-    def __init__(self, ids: SchemaIds | None = None, current: CurrentSchemas | None = None):
+    def __init__(
+        self,
+        ids: SchemaIds | None = None,
+        current: CurrentSchemas | None = None,
+        mode: WireMode | None = None,
+    ):
         self.current = current or CurrentSchemas.load()
         self.ids = ids or Catalogue(self.current)
         # schema id -> (type, writer schema, reader schema or None when they are identical:
         # fastavro's schema resolution costs more than the read itself)
         self._writers: dict[int, tuple[type[Event], Any, Any]] = {}
+        self.set_mode(mode or _wire_mode)
+
+    def set_mode(self, mode: WireMode) -> None:
+        """``compiled``: the generated writers and readers (:mod:`horae.contracts.binary`), and
+        fastavro for a type they do not compile; ``fastavro``: fastavro's schemaless writer and
+        reader for every type — the same bytes and events, slower (to bisect a suspected bug
+        of the compiled code)."""
+        if mode not in get_args(WireMode):
+            raise ValueError(f"wire mode {mode!r}: one of {get_args(WireMode)}")
+        compiled = mode == "compiled"
+        bodies, readers = self.current.bodies, self.current.readers
+        self.mode = mode
+        self._bodies: dict[type[Event], Body] = {
+            t: bodies[t] if compiled and t in bodies else _fastavro_body(p)
+            for t, p in self.current.parsed.items()
+        }
+        self._readers: dict[type[Event], Read] = {
+            t: readers[t] if compiled and t in readers else _fastavro_reader(t, p)
+            for t, p in self.current.parsed.items()
+        }
 
     def encode(self, event: Event) -> bytes:
         t = type(event)
-        body = self.current.bodies.get(t)
+        body = self._bodies.get(t)
         if body is None:
             raise TypeError(f"{t.__name__} is not an event contract")
         return _HEADER.pack(MAGIC, self.ids.writer_id(t)) + body(event)
@@ -202,7 +233,7 @@ class Codec:
         if resolving is not None:  # an older writer schema: fastavro resolves it
             return to_event(t, self.decode_datum(data)[1])
         try:
-            event, end = self.current.readers[t](bytes(data), _HEADER.size)
+            event, end = self._readers[t](bytes(data), _HEADER.size)
         except Exception as exc:
             raise DecodeError("avro", f"{type(exc).__name__}: {exc}") from exc
         if end != len(data):
@@ -224,6 +255,41 @@ class Codec:
             same = canonical(schema) == canonical(self.current.raw[t])
             self._writers[schema_id] = (t, parsed, None if same else self.current.parsed[t])
         return self._writers[schema_id]
+
+
+def _fastavro_body(parsed: Any) -> Body:
+    def body(event: Any) -> bytes:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, to_avro(event))
+        return buf.getvalue()
+
+    return body
+
+
+def _fastavro_reader(t: type[Event], parsed: Any) -> Read:
+    def read(data: bytes, offset: int) -> tuple[Any, int]:
+        buf = io.BytesIO(data)
+        buf.seek(offset)
+        datum = fastavro.schemaless_reader(buf, parsed, None)
+        return from_avro(t, datum), buf.tell()
+
+    return read
+
+
+_wire_mode: WireMode = "compiled"
+
+
+def set_wire_mode(mode: WireMode) -> None:
+    """The body code of this process's codec (see :meth:`Codec.set_mode`): ``compiled`` (the
+    default) or ``fastavro``, to switch the compiled wire code off when bisecting. The caller
+    (the CLI, from the ``codec`` setting; the test configuration) decides: this layer reads no
+    settings for it."""
+    global _wire_mode
+    if mode not in get_args(WireMode):
+        raise ValueError(f"wire mode {mode!r}: one of {get_args(WireMode)}")
+    _wire_mode = mode
+    if default_codec.cache_info().currsize:  # already built: switch it too
+        default_codec().set_mode(mode)
 
 
 _BUFFERS = (bytes, bytearray, memoryview)

@@ -1,5 +1,5 @@
-"""Schema compatibility: every current schema (``schemas/<Name>.avsc``) against every released
-version of it (``schemas/released/v*/``), in both directions (FULL_TRANSITIVE):
+"""Schema compatibility: every current schema (``horae/contracts/schemas/<Name>.avsc``) against
+every released version of it (``schemas/released/v*/``), in both directions (FULL_TRANSITIVE):
 
 - BACKWARD: the new schema reads data written with each released one (consumers upgrade first);
 - FORWARD: each released schema reads data written with the new one (a tenant's old subscriber
@@ -8,7 +8,8 @@ version of it (``schemas/released/v*/``), in both directions (FULL_TRANSITIVE):
 The check is structural (Avro schema resolution rules, with messages naming the field) and
 empirical (random records written with one schema are read with the other by fastavro).
 
-Run: ``python -m horae.contracts.compat`` (exit 1 and one line per problem); CI runs it as a test.
+Run: ``python -m horae.contracts.compat [DIR]`` (the packaged schemas, or those in ``DIR``; exit 1
+and one line per problem); CI runs it as a test.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from __future__ import annotations
 import io
 import json
 import sys
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 import fastavro
 from fastavro.utils import generate_many
 
-from horae.contracts.codec import SCHEMAS_DIR, fullname, load_schema
+from horae.contracts.codec import SCHEMAS, fullname, load_schema
 from horae.contracts.jsonform import named_types
 
 _PROMOTIONS = {
@@ -122,23 +124,33 @@ def _round_trip(writer: dict[str, Any], reader: dict[str, Any], n: int = 25) -> 
     return None
 
 
-def check_all(schemas_dir: Path = SCHEMAS_DIR) -> list[str]:
-    """Every problem of every current schema against every released version of it."""
-    released = sorted((schemas_dir / "released").glob("v*/*.avsc"))
+def _avsc(folder: Traversable) -> list[Traversable]:
+    return sorted(
+        (f for f in folder.iterdir() if f.is_file() and f.name.endswith(".avsc")),
+        key=lambda f: f.name,
+    )
+
+
+def check_all(schemas_dir: Traversable = SCHEMAS) -> list[str]:
+    """Every problem of every current schema against every released version of it
+    (``released/v*/``)."""
+    versions = sorted(
+        (v for v in (schemas_dir / "released").iterdir() if v.is_dir() and v.name.startswith("v")),
+        key=lambda v: v.name,
+    )
+    released = [(v.name, load_schema(f)) for v in versions for f in _avsc(v)]
     out: list[str] = []
-    for current_path in sorted(schemas_dir.glob("*.avsc")):
+    for current_path in _avsc(schemas_dir):
         current = load_schema(current_path)
-        for old_path in released:
-            old = load_schema(old_path)
+        for label, old in released:
             if fullname(old) == fullname(current):
-                label = old_path.parent.name
                 found = problems(current, old, label)
                 out += [f"{current_path.name} vs {label}: {p}" for p in found]
     return out
 
 
 def main() -> int:
-    found = check_all(Path(sys.argv[1]) if len(sys.argv) > 1 else SCHEMAS_DIR)
+    found = check_all(Path(sys.argv[1]) if len(sys.argv) > 1 else SCHEMAS)
     for line in found:
         print(line)
     print(json.dumps({"compatible": not found, "problems": len(found)}))

@@ -3,17 +3,26 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+from collections.abc import Iterator
+from importlib.resources import as_file
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from horae.contracts import events as ev
-from horae.contracts.codec import SCHEMAS_DIR, decode
+from horae.contracts.codec import SCHEMAS, decode
 from horae.contracts.compat import check_all, problems
 from tests.unit.contracts.samples import all_samples
 
-CURRENT = json.loads((SCHEMAS_DIR / "TriggerDefinition.avsc").read_text())
+CURRENT = json.loads((SCHEMAS / "TriggerDefinition.avsc").read_text())
+
+
+@pytest.fixture
+def schemas_dir() -> Iterator[Path]:
+    """The packaged schemas as a file system folder."""
+    with as_file(SCHEMAS) as folder:
+        yield folder
 
 
 def test_every_current_schema_is_compatible_with_every_release() -> None:
@@ -52,8 +61,8 @@ def test_type_change_is_reported() -> None:
     assert any("TriggerDefinition.version: type changed" in p for p in problems(new, CURRENT))
 
 
-def test_incompatible_file_fails_check_all(tmp_path: Path) -> None:
-    shutil.copytree(SCHEMAS_DIR, tmp_path / "schemas")
+def test_incompatible_file_fails_check_all(tmp_path: Path, schemas_dir: Path) -> None:
+    shutil.copytree(schemas_dir, tmp_path / "schemas")
     broken = _without(CURRENT, "author")
     (tmp_path / "schemas" / "TriggerDefinition.avsc").write_text(json.dumps(broken))
     found = check_all(tmp_path / "schemas")
@@ -61,16 +70,18 @@ def test_incompatible_file_fails_check_all(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("event", all_samples(), ids=lambda e: type(e).__name__)
-def test_golden_bytes_of_each_release_decode(event: ev.Event) -> None:
+def test_golden_bytes_of_each_release_decode(event: ev.Event, schemas_dir: Path) -> None:
     name = type(event).__name__
-    fixtures = sorted((SCHEMAS_DIR / "golden").glob(f"v*/{name}.hex"))
+    fixtures = sorted((schemas_dir / "golden").glob(f"v*/{name}.hex"))
     assert fixtures, f"no golden bytes for {name}"
     for path in fixtures:
         data = bytes.fromhex(path.read_text().strip())
         assert decode(data) == event, str(path)
 
 
-def test_every_release_has_golden_bytes() -> None:
-    for schema in (SCHEMAS_DIR / "released").glob("v*/*.avsc"):
-        golden = SCHEMAS_DIR / "golden" / schema.parent.name / f"{schema.stem}.hex"
+def test_every_release_has_golden_bytes(schemas_dir: Path) -> None:
+    released = list((schemas_dir / "released").glob("v*/*.avsc"))
+    assert released
+    for schema in released:
+        golden = schemas_dir / "golden" / schema.parent.name / f"{schema.stem}.hex"
         assert golden.exists(), f"missing {golden}"

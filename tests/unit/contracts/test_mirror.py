@@ -9,7 +9,7 @@ import pytest
 
 from horae.contracts import events as ev
 from horae.contracts._reflect import schema_of
-from horae.contracts.codec import SCHEMAS_DIR, canonical
+from horae.contracts.codec import SCHEMAS, canonical
 
 
 def _strip_docs(schema: Any) -> Any:
@@ -22,7 +22,7 @@ def _strip_docs(schema: Any) -> Any:
 
 @pytest.mark.parametrize("event_type", ev.EVENT_TYPES, ids=lambda t: t.__name__)
 def test_committed_schema_mirrors_dataclass(event_type: type[ev.Event]) -> None:
-    committed = json.loads((SCHEMAS_DIR / f"{event_type.__name__}.avsc").read_text())
+    committed = json.loads((SCHEMAS / f"{event_type.__name__}.avsc").read_text())
     implied = schema_of(event_type)
     assert canonical(committed) == canonical(implied)
     # canonical form drops defaults: compare them too
@@ -30,5 +30,5 @@ def test_committed_schema_mirrors_dataclass(event_type: type[ev.Event]) -> None:
 
 
 def test_no_stray_schema_files() -> None:
-    files = {p.stem for p in SCHEMAS_DIR.glob("*.avsc")}
+    files = {p.name.removesuffix(".avsc") for p in SCHEMAS.iterdir() if p.name.endswith(".avsc")}
     assert files == {t.__name__ for t in ev.EVENT_TYPES}
