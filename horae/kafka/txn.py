@@ -18,9 +18,8 @@ Errors, following librdkafka's transactions example (docs/local-stack.md, transa
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -33,6 +32,7 @@ from confluent_kafka import (
 
 from horae.contracts.topics import PRODUCER_DEFAULTS
 from horae.failpoints import failpoint
+from horae.ports import Emit, Offsets, TopicPartitionKey, TransactionFailed
 
 log = logging.getLogger(__name__)
 
@@ -79,20 +79,48 @@ def member_configs(
     return consumer, producer
 
 
-class TransactionFailed(RuntimeError):
-    """The batch was not committed; the consumer was rewound and the caller must rebuild."""
-
+__all__ = [
+    "COMMIT_TIMEOUT_S",
+    "GroupMember",
+    "OutRecord",
+    "TransactionFailed",
+    "TransactionalProcessor",
+    "member_configs",
+    "seek_committed",
+]
 
 UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner picks by key
 
+#: the former name of :class:`horae.ports.Emit`, kept until the dispatcher builds Emits itself
+OutRecord = Emit
 
-@dataclass(slots=True)
-class OutRecord:
-    topic: str
-    key: bytes
-    value: bytes | None
-    partition: int | None = None
-    headers: Sequence[tuple[str, bytes]] | None = None
+
+class GroupMember(Protocol):
+    """What the transactions need of the consumer: its group metadata (sent with the offsets)
+    and, to rewind, its assignment, committed offsets and seek. A ``confluent_kafka.Consumer``."""
+
+    def consumer_group_metadata(self) -> Any: ...
+
+    def assignment(self) -> list[TopicPartition]: ...
+
+    def committed(
+        self, partitions: list[TopicPartition], timeout: float = ...
+    ) -> list[TopicPartition]: ...
+
+    def seek(self, partition: TopicPartition) -> None: ...
+
+
+def seek_committed(consumer: GroupMember, partitions: list[TopicPartition]) -> None:
+    """Seek each of ``partitions`` back to its committed offset (the beginning when none was
+    committed). A partition not fetching yet cannot be sought; it starts there anyway."""
+    if not partitions:
+        return
+    for tp in consumer.committed(partitions, timeout=COMMIT_TIMEOUT_S):
+        offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+        try:
+            consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+        except KafkaException as exc:
+            log.debug("seek %s[%d] skipped: %s", tp.topic, tp.partition, exc)
 
 
 def _kafka_error(exc: KafkaException) -> KafkaError | None:
@@ -101,11 +129,14 @@ def _kafka_error(exc: KafkaException) -> KafkaError | None:
 
 
 class TransactionalProcessor:
-    """A consumer plus its transactional producer; :meth:`commit` writes one batch atomically."""
+    """A consumer plus its transactional producer: the Kafka :class:`horae.ports.TransactionalLog`.
+    :meth:`commit` writes one batch atomically. The consume side (:meth:`subscribe`,
+    :meth:`consume`, :meth:`positions`) needs a ``confluent_kafka.Consumer``; a caller that
+    consumes on its own (the dispatcher) may pass any :class:`GroupMember`."""
 
     def __init__(
         self,
-        consumer: Consumer,
+        consumer: GroupMember,
         producer_config: dict[str, Any],
         on_rewind: Callable[[], None] = lambda: None,
     ) -> None:
@@ -125,21 +156,75 @@ class TransactionalProcessor:
         return producer
 
     def close(self) -> None:
+        """Flush the producer (the consumer is closed by its owner)."""
         self.producer.flush(10)
 
-    # ------------------------------------------------------------------------------------
-    def commit(self, records: Sequence[OutRecord], offsets: Sequence[TopicPartition]) -> None:
-        """Produce ``records`` and commit ``offsets`` (next offsets) in one transaction.
+    # --- the consume side -----------------------------------------------------------------
+    @property
+    def _consumer(self) -> Consumer:
+        assert isinstance(self.consumer, Consumer), "consuming needs a confluent_kafka.Consumer"
+        return self.consumer
+
+    def subscribe(
+        self,
+        topics: Sequence[str],
+        on_assign: Callable[[Sequence[TopicPartitionKey]], None],
+        on_revoke: Callable[[Sequence[TopicPartitionKey]], None],
+    ) -> None:
+        def assigned(_: Consumer, partitions: list[TopicPartition]) -> None:
+            on_assign([(tp.topic, tp.partition) for tp in partitions])
+
+        def revoked(_: Consumer, partitions: list[TopicPartition]) -> None:
+            on_revoke([(tp.topic, tp.partition) for tp in partitions])
+
+        self._consumer.subscribe(
+            list(topics), on_assign=assigned, on_revoke=revoked, on_lost=revoked
+        )
+
+    def unsubscribe(self) -> None:
+        self._consumer.unsubscribe()
+
+    def consume(self, max_records: int, timeout_s: float) -> list[Any]:
+        """Records only: error events are logged and dropped (see the port)."""
+        messages = self._consumer.consume(max_records, timeout=timeout_s)
+        for msg in messages:
+            if msg.error() is not None:
+                log.warning("consume error: %s", msg.error())
+                return [m for m in messages if m.error() is None]
+        return messages
+
+    def assignment(self) -> list[TopicPartitionKey]:
+        return [(tp.topic, tp.partition) for tp in self.consumer.assignment()]
+
+    def positions(self) -> dict[TopicPartitionKey, int]:
+        consumer = self._consumer
+        return {
+            (tp.topic, tp.partition): tp.offset
+            for tp in consumer.position(consumer.assignment())
+            if tp.offset >= 0
+        }
+
+    # --- the transaction ------------------------------------------------------------------
+    def commit(
+        self, records: Sequence[Emit], next_offsets: Offsets | Sequence[TopicPartition]
+    ) -> None:
+        """Produce ``records`` and commit ``next_offsets`` in one transaction (see
+        :meth:`horae.ports.TransactionalLog.commit`). ``next_offsets`` may also be given as
+        ``TopicPartition`` s.
 
         Raises :class:`TransactionFailed` after aborting and rewinding when it could not commit.
         """
+        if isinstance(next_offsets, Mapping):
+            offsets = [TopicPartition(t, p, o) for (t, p), o in next_offsets.items()]
+        else:
+            offsets = list(next_offsets)
         try:
             self.producer.begin_transaction()
             for rec in records:
                 self._produce(rec)
             if offsets:
                 self.producer.send_offsets_to_transaction(
-                    list(offsets), self.consumer.consumer_group_metadata(), COMMIT_TIMEOUT_S
+                    offsets, self.consumer.consumer_group_metadata(), COMMIT_TIMEOUT_S
                 )
             self.producer.flush(COMMIT_TIMEOUT_S)
             failpoint("before_commit")
@@ -149,7 +234,7 @@ class TransactionalProcessor:
             self._recover(exc)
             raise TransactionFailed(str(exc)) from exc
 
-    def _produce(self, rec: OutRecord) -> None:
+    def _produce(self, rec: Emit) -> None:
         partition = UNASSIGNED if rec.partition is None else rec.partition
         while True:
             try:
@@ -192,13 +277,5 @@ class TransactionalProcessor:
 
     def rewind(self) -> None:
         """Seek every assigned partition back to its committed offset and notify the owner."""
-        assignment = self.consumer.assignment()
-        if assignment:
-            committed = self.consumer.committed(assignment, timeout=COMMIT_TIMEOUT_S)
-            for tp in committed:
-                offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-                try:
-                    self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
-                except KafkaException as exc:  # not fetched yet: it starts there anyway
-                    log.debug("seek %s[%d] skipped: %s", tp.topic, tp.partition, exc)
+        seek_committed(self.consumer, self.consumer.assignment())
         self._on_rewind()
