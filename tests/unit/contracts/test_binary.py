@@ -20,7 +20,15 @@ from hypothesis import strategies as st
 
 from horae.contracts import events as ev
 from horae.contracts._reflect import from_avro, hints, to_avro
-from horae.contracts.codec import CurrentSchemas, DecodeError, decode, encode
+from horae.contracts.codec import (
+    Codec,
+    CurrentSchemas,
+    DecodeError,
+    decode,
+    default_codec,
+    encode,
+    set_wire_mode,
+)
 from tests.unit.contracts.samples import all_samples
 
 CURRENT = CurrentSchemas.load()
@@ -126,3 +134,49 @@ def test_remembered_bytes_belong_to_their_own_object() -> None:
         order = dataclasses.replace(base, target=target)
         assert CURRENT.bodies[ev.DispatchOrder](order) == _fastavro(order)
         assert CURRENT.bodies[ev.FireRecord](order.fire) == _fastavro(order.fire)
+
+
+def _broken(*_: object) -> Any:
+    raise AssertionError("compiled code used")
+
+
+@pytest.mark.parametrize("event", all_samples(), ids=lambda e: type(e).__name__)
+def test_both_wire_modes_write_the_same_bytes_and_read_equal_events(event: ev.Event) -> None:
+    compiled = Codec(current=CURRENT, mode="compiled")
+    data = compiled.encode(event)
+    no_compiled_code = dataclasses.replace(
+        CURRENT,
+        bodies={t: _broken for t in CURRENT.bodies},
+        readers={t: _broken for t in CURRENT.readers},
+    )
+    plain = Codec(current=no_compiled_code, mode="fastavro")
+    assert plain.encode(event) == data
+    assert plain.decode(data) == compiled.decode(data) == _normal(event)
+
+
+@pytest.mark.parametrize("event", all_samples(), ids=lambda e: type(e).__name__)
+def test_a_type_without_compiled_code_goes_through_fastavro(event: ev.Event) -> None:
+    t = type(event)
+    without = dataclasses.replace(
+        CURRENT,
+        bodies={k: v for k, v in CURRENT.bodies.items() if k is not t},
+        readers={k: v for k, v in CURRENT.readers.items() if k is not t},
+    )
+    codec = Codec(current=without, mode="compiled")
+    data = codec.encode(event)
+    assert data == Codec(current=CURRENT, mode="compiled").encode(event)
+    assert codec.decode(data) == _normal(event)
+
+
+def test_set_wire_mode_switches_the_process_codec_and_refuses_unknown_modes() -> None:
+    event = all_samples()[0]
+    data = encode(event)
+    try:
+        set_wire_mode("fastavro")
+        assert default_codec().mode == "fastavro"
+        assert encode(event) == data and decode(data) == _normal(event)
+    finally:
+        set_wire_mode("compiled")
+    assert default_codec().mode == "compiled"
+    with pytest.raises(ValueError, match="wire mode"):
+        set_wire_mode("fast")  # type: ignore[arg-type]
