@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -56,9 +57,10 @@ def end_offset(consumer: Consumer, tp: TopicPartition, timeout_s: float = 30.0) 
 
 
 def read_partition(
-    bootstrap: str, topic: str, partition: int, stop_offset: int | None = None
+    bootstrap: str, topic: str, partition: int, stop_offset: int | None = None, start: int = 0
 ) -> Iterator[Message]:
-    """Yield the committed records of ``topic[partition]`` below ``stop_offset`` (default: end)."""
+    """Yield the committed records of ``topic[partition]`` from ``start`` up to ``stop_offset``
+    (default: the end)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -73,9 +75,10 @@ def read_partition(
     try:
         high = end_offset(consumer, TopicPartition(topic, partition))
         end = high if stop_offset is None else min(high, stop_offset)
-        if end <= 0:
+        if end <= start:
             return
-        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        first = start if start > 0 else OFFSET_BEGINNING
+        consumer.assign([TopicPartition(topic, partition, first)])
         while True:
             batch = consumer.consume(POLL_BATCH, timeout=0.05)
             for msg in batch:
@@ -96,8 +99,32 @@ def read_partition(
         consumer.close()
 
 
+class KafkaPartitionReader:
+    """The Kafka :class:`horae.ports.PartitionReader` (one short-lived consumer per read)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+    def read(
+        self, topic: str, partition: int, start: int = 0, stop: int | None = None
+    ) -> Iterator[Message]:
+        return read_partition(self.bootstrap, topic, partition, stop, start)
+
+
+class Seekable(Protocol):
+    """What :func:`seek_to_committed` needs of a consumer (a ``confluent_kafka.Consumer``)."""
+
+    def assignment(self) -> list[TopicPartition]: ...
+
+    def committed(
+        self, partitions: list[TopicPartition], timeout: float = ...
+    ) -> list[TopicPartition]: ...
+
+    def seek(self, partition: TopicPartition) -> None: ...
+
+
 def seek_to_committed(
-    consumer: Consumer, partitions: Sequence[TopicPartition] | None = None
+    consumer: Seekable, partitions: Sequence[TopicPartition] | None = None
 ) -> None:
     """Seek each of ``partitions`` (default: the consumer's whole assignment) to the group's
     committed offset, or to the beginning when nothing is committed yet. A partition that

@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     Consumer,
     KafkaError,
     KafkaException,
@@ -32,6 +31,7 @@ from confluent_kafka import (
 
 from horae.contracts.topics import PRODUCER_DEFAULTS
 from horae.failpoints import failpoint
+from horae.kafka.reader import Seekable, seek_to_committed
 from horae.ports import Emit, Offsets, TopicPartitionKey, TransactionFailed
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,6 @@ __all__ = [
     "TransactionFailed",
     "TransactionalProcessor",
     "member_configs",
-    "seek_committed",
 ]
 
 UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner picks by key
@@ -95,32 +94,12 @@ UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner picks by 
 OutRecord = Emit
 
 
-class GroupMember(Protocol):
+class GroupMember(Seekable, Protocol):
     """What the transactions need of the consumer: its group metadata (sent with the offsets)
-    and, to rewind, its assignment, committed offsets and seek. A ``confluent_kafka.Consumer``."""
+    and, to rewind, what :func:`~horae.kafka.reader.seek_to_committed` needs. A
+    ``confluent_kafka.Consumer``."""
 
     def consumer_group_metadata(self) -> Any: ...
-
-    def assignment(self) -> list[TopicPartition]: ...
-
-    def committed(
-        self, partitions: list[TopicPartition], timeout: float = ...
-    ) -> list[TopicPartition]: ...
-
-    def seek(self, partition: TopicPartition) -> None: ...
-
-
-def seek_committed(consumer: GroupMember, partitions: list[TopicPartition]) -> None:
-    """Seek each of ``partitions`` back to its committed offset (the beginning when none was
-    committed). A partition not fetching yet cannot be sought; it starts there anyway."""
-    if not partitions:
-        return
-    for tp in consumer.committed(partitions, timeout=COMMIT_TIMEOUT_S):
-        offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-        try:
-            consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
-        except KafkaException as exc:
-            log.debug("seek %s[%d] skipped: %s", tp.topic, tp.partition, exc)
 
 
 def _kafka_error(exc: KafkaException) -> KafkaError | None:
@@ -277,5 +256,5 @@ class TransactionalProcessor:
 
     def rewind(self) -> None:
         """Seek every assigned partition back to its committed offset and notify the owner."""
-        seek_committed(self.consumer, self.consumer.assignment())
+        seek_to_committed(self.consumer)
         self._on_rewind()
