@@ -1,9 +1,11 @@
 """A single-node Apache Kafka 4 (KRaft, broker+controller) on 127.0.0.1 from Maven Central jars.
 
-Jars: ``deploy/local/kafka/pom.xml`` pins the broker's closure; ``mvn dependency:copy-dependencies``
-copies it into ``<state_dir>/kafka/lib`` once. Storage is formatted once per data dir
-(``kafka.tools.StorageTool format --standalone``). The broker runs detached in its own process
-group; its pid is in ``<state_dir>/kafka/kafka.pid``.
+Jars: the packaged ``horae/devstack/kafka_files/pom.xml`` pins the broker's closure (its Kafka
+version is overridden by ``KafkaNode.version``); ``mvn dependency:copy-dependencies`` copies it
+once into ``<cache>/lib``, a per-version folder under the cache directory shared by every node.
+The packaged ``server.properties.in`` and ``log4j2.properties`` are written into the node's home.
+Storage is formatted once per data dir (``kafka.tools.StorageTool format --standalone``). The
+broker runs detached in its own process group; its pid is in ``<home>/kafka.pid``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from horae.devstack import StackError
@@ -26,10 +30,8 @@ from horae.devstack.procs import (
     wait_until,
     wait_while_progressing,
 )
-from horae.settings import PROJECT_ROOT
 
-DEPLOY_DIR = PROJECT_ROOT / "deploy" / "local" / "kafka"
-JARS_DIR = DEPLOY_DIR / "lib"  # shared by every node (git-ignored)
+FILES: Traversable = files("horae.devstack") / "kafka_files"
 READY_TIMEOUT_S = 90.0  # without progress in the broker's log; see READY_CAP_S
 READY_CAP_S = 900.0  # a data dir with many partitions loads for minutes after an unclean stop
 STOP_GRACE_S = 120.0  # a clean shutdown (no log recovery at the next start) takes its time
@@ -39,9 +41,14 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 @dataclass(frozen=True)
 class KafkaNode:
+    """One broker+controller. ``home``: its config, data, logs and pid file; ``cache``: the jars
+    of Kafka ``version`` (``<cache>/lib``), fetched once and shared by nodes of that version."""
+
     home: Path
     port: int
     controller_port: int
+    cache: Path
+    version: str
     heap: str = "512m"
 
     @property
@@ -50,7 +57,7 @@ class KafkaNode:
 
     @property
     def lib(self) -> Path:
-        return JARS_DIR
+        return self.cache / "lib"
 
     @property
     def data_dir(self) -> Path:
@@ -70,7 +77,7 @@ class KafkaNode:
 
     # ------------------------------------------------------------------------------------
     def fetch_jars(self) -> None:
-        """Copy the pinned broker closure from Maven Central (once)."""
+        """Copy the pinned broker closure of ``version`` from Maven Central (once)."""
         marker = self.lib / ".complete"
         if marker.exists():
             return
@@ -80,14 +87,17 @@ class KafkaNode:
                 "Install it (`apt-get install -y maven`) or set HORAE_KAFKA_BOOTSTRAP to a broker."
             )
         self.lib.mkdir(parents=True, exist_ok=True)
+        pom = self.cache / "pom.xml"
+        pom.write_text((FILES / "pom.xml").read_text())
         proc = subprocess.run(
             [
                 "mvn",
                 "-B",
                 "-q",
                 "-f",
-                str(DEPLOY_DIR / "pom.xml"),
+                str(pom),
                 "dependency:copy-dependencies",
+                f"-Dkafka.version={self.version}",
                 f"-DoutputDirectory={self.lib}",
             ],
             capture_output=True,
@@ -117,7 +127,7 @@ class KafkaNode:
             f"-Xmx{heap}",
             "-XX:+UseG1GC",
             "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={DEPLOY_DIR / 'log4j2.properties'}",
+            f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={self.logs_dir}",
             "-cp",
             f"{self.lib}/*",
@@ -126,7 +136,8 @@ class KafkaNode:
         ]
 
     def _write_config(self) -> None:
-        template = (DEPLOY_DIR / "server.properties.in").read_text()
+        (self.home / "log4j2.properties").write_text((FILES / "log4j2.properties").read_text())
+        template = (FILES / "server.properties.in").read_text()
         self.config.write_text(
             template.format(port=self.port, cport=self.controller_port, data_dir=self.data_dir)
         )

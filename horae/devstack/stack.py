@@ -1,7 +1,8 @@
 """The local stack as one object: which services to start, and where they listen.
 
 ``HORAE_KAFKA_BOOTSTRAP`` / ``HORAE_DATABASE_URL`` point at existing services: then that part is
-neither started nor stopped here, only checked.
+neither started nor stopped here, only checked. Data lives under the state directory, the Kafka
+jars under the cache directory (one folder per Kafka version).
 """
 
 from __future__ import annotations
@@ -27,19 +28,25 @@ class LocalStack:
     endpoints: Endpoints
 
     @classmethod
-    def from_settings(cls, settings: Settings, state_dir: Path | None = None) -> LocalStack:
+    def from_settings(
+        cls, settings: Settings, state_dir: Path | None = None, cache_dir: Path | None = None
+    ) -> LocalStack:
+        """The stack ``settings`` describe; ``state_dir`` / ``cache_dir`` replace the settings'."""
         home = state_dir or settings.state_dir
+        cache = cache_dir or settings.cache_dir
         kafka = None
         if settings.kafka_bootstrap is None:
             kafka = KafkaNode(
-                home / "kafka",
-                settings.dev_kafka_port,
-                settings.dev_kafka_controller_port,
-                settings.dev_kafka_heap,
+                home=home / "kafka",
+                port=settings.dev.kafka_port,
+                controller_port=settings.dev.kafka_controller_port,
+                cache=cache / "kafka" / settings.dev.kafka_version,
+                version=settings.dev.kafka_version,
+                heap=settings.dev.kafka_heap,
             )
         postgres = None
         if settings.database_url is None:
-            postgres = PostgresCluster(home / "postgres", settings.dev_postgres_port)
+            postgres = PostgresCluster(home / "postgres", settings.dev.postgres_port)
         endpoints = Endpoints(
             kafka_bootstrap=settings.kafka_bootstrap or (kafka.bootstrap if kafka else ""),
             database_url=settings.database_url or (postgres.url if postgres else ""),
