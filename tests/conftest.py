@@ -1,32 +1,46 @@
 """Shared fixtures. The integration tier gets a real Kafka broker and PostgreSQL, started once per
-test session (in ``.horae/test`` on ports of their own, so a running ``horae dev up`` stack is left
-alone) and stopped afterwards; ``HORAE_KAFKA_BOOTSTRAP`` / ``HORAE_DATABASE_URL`` use existing
-services instead."""
+test session on free ports in a state directory of its own (so a running ``horae dev up`` stack and
+another test run on the same machine are left alone) and stopped and removed afterwards;
+``HORAE_KAFKA_BOOTSTRAP`` / ``HORAE_DATABASE_URL`` use existing services instead."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from horae.devstack.stack import Endpoints, LocalStack
-from horae.settings import PROJECT_ROOT, Settings
+from horae.settings import Settings
+from tests.topics import delete_topics_under
 
 # ``./scripts/test`` (and so CI) runs the property tests derandomized: the same examples every run,
 # so a submission's verdict does not depend on luck; plain ``pytest`` keeps exploring.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
-TEST_STATE_DIR = PROJECT_ROOT / ".horae" / "test"
-TEST_PORTS = {
-    "HORAE_DEV_KAFKA_PORT": "29092",
-    "HORAE_DEV_KAFKA_CONTROLLER_PORT": "29093",
-    "HORAE_DEV_POSTGRES_PORT": "25432",
-}
+# The session stack's ports: free ones chosen at start unless set in the environment.
+PORT_VARIABLES = (
+    "HORAE_DEV_KAFKA_PORT",
+    "HORAE_DEV_KAFKA_CONTROLLER_PORT",
+    "HORAE_DEV_POSTGRES_PORT",
+)
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports on 127.0.0.1 that nothing listens on right now."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -43,16 +57,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def stack() -> Iterator[Endpoints]:
     """Endpoints of a real Kafka and PostgreSQL for this test session."""
-    env = {k: os.environ.get(k, v) for k, v in TEST_PORTS.items()}
-    settings = Settings(**{k.removeprefix("HORAE_").lower(): v for k, v in env.items()})
-    local = LocalStack.from_settings(settings, state_dir=TEST_STATE_DIR)
-    local.up()
+    kafka, controller, postgres = (
+        int(os.environ.get(name, port))
+        for name, port in zip(PORT_VARIABLES, free_ports(len(PORT_VARIABLES)), strict=True)
+    )
+    settings = Settings(
+        dev_kafka_port=kafka, dev_kafka_controller_port=controller, dev_postgres_port=postgres
+    )
+    state_dir = Path(tempfile.mkdtemp(prefix=f"horae-test-{os.getpid()}-"))
+    local = LocalStack.from_settings(settings, state_dir=state_dir)
     try:
+        local.up()
         yield local.endpoints
     finally:
-        local.down()
-        if local.kafka is not None and local.postgres is not None:
-            shutil.rmtree(TEST_STATE_DIR, ignore_errors=True)  # the next session starts clean
+        try:
+            local.down()
+        finally:
+            shutil.rmtree(state_dir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -69,3 +90,12 @@ def database_url(stack: Endpoints) -> str:
 def unique() -> str:
     """A short unique token to isolate a test's topics, groups and schemas."""
     return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def topic_prefix(kafka_bootstrap: str, unique: str) -> Iterator[str]:
+    """``t<unique>.``, the prefix of this test's topics: every topic under it is deleted when the
+    test ends, passed or failed."""
+    prefix = f"t{unique}."
+    yield prefix
+    delete_topics_under(kafka_bootstrap, prefix)

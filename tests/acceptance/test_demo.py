@@ -7,20 +7,31 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from horae.devstack.stack import Endpoints
 
 
+@pytest.fixture
+def demo_schema(stack: Endpoints, unique: str) -> Iterator[str]:
+    """The demo's read-model schema, dropped when the test ends."""
+    name = f"demo{unique}"
+    yield name
+    with psycopg.connect(stack.database_url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
 @pytest.mark.timeout(180)
-def test_demo_fires_and_delivers(stack: Endpoints, unique: str) -> None:
+def test_demo_fires_and_delivers(stack: Endpoints, topic_prefix: str, demo_schema: str) -> None:
     env = dict(
         os.environ,
         HORAE_KAFKA_BOOTSTRAP=stack.kafka_bootstrap,
         HORAE_DATABASE_URL=stack.database_url,
-        HORAE_TOPIC_PREFIX=f"demo{unique}.",
-        HORAE_PROJECTION_SCHEMA=f"demo{unique}",
+        HORAE_TOPIC_PREFIX=topic_prefix,
+        HORAE_PROJECTION_SCHEMA=demo_schema,
         HORAE_TOPIC_PARTITIONS="3",
     )
     done = subprocess.run(

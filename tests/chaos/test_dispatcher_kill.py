@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from aiohttp import web
@@ -21,15 +21,15 @@ from tests.integration.dispatcher.support import (
     events,
     instants,
     order,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 FIRES = 1000
 
 
 @pytest.fixture
-def env(kafka_bootstrap: str, unique: str) -> Iterator[DispatchEnv]:
-    e = DispatchEnv(kafka_bootstrap, f"k{unique}.")
+def env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[DispatchEnv]:
+    e = DispatchEnv(kafka_bootstrap, topic_prefix)
     e.setup()
     try:
         yield e
@@ -48,6 +48,10 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(30)
 
 
+def _exited_or(proc: subprocess.Popen[bytes], done: Callable[[], bool]) -> Callable[[], bool]:
+    return lambda: proc.poll() is not None or done()
+
+
 @pytest.mark.timeout(280)
 def test_sigkill_during_delivery_of_1000_fires_loses_none(env: DispatchEnv) -> None:
     receiver = Receiver(behaviour=flaky, delay_s=0.02)
@@ -61,19 +65,23 @@ def test_sigkill_during_delivery_of_1000_fires_loses_none(env: DispatchEnv) -> N
         small = {"HORAE_DISPATCH_MAX_INFLIGHT": "8"}
         crashy = {**small, "HORAE_FAILPOINTS": "before_commit=0.02,after_commit=0.02"}
         kills = 0
+
+        def reached(n: int) -> Callable[[], bool]:
+            return lambda: len(receiver.distinct()) >= n
+
         for threshold in (150, 450):
             proc = env.spawn("k1", small)
-            wait_until(lambda t=threshold: len(receiver.distinct()) >= t, 120, 0.005)
+            wait_until(reached(threshold), 120, 0.005)
             _kill(proc)
             kills += 1
-        seen_before_failpoints = len(receiver.distinct())
         proc = env.spawn("k1", crashy)
-        while len(receiver.distinct()) < min(FIRES, seen_before_failpoints + 300):
+        enough = reached(min(FIRES, len(receiver.distinct()) + 300))
+        while not enough():
             if proc.poll() is not None:  # a failpoint killed it: restart the same slot
                 assert proc.returncode == -signal.SIGKILL, proc.returncode
                 kills += 1
                 proc = env.spawn("k1", crashy)
-            wait_until(lambda p=proc: p.poll() is not None, 0.5, 0.05)
+            wait_until(_exited_or(proc, enough), 120, 0.05, "neither progress nor a crash")
         _kill(proc)
         calm = env.spawn("k1", small)
         outcomes_topic = env.topic(Topic.OUTCOMES)

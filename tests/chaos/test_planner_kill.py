@@ -16,8 +16,8 @@ TRIGGERS = [f"sec-{i}" for i in range(6)]
 
 
 @pytest.fixture
-def planner_env(kafka_bootstrap: str, unique: str) -> Iterator[PlannerEnv]:
-    env = PlannerEnv(kafka_bootstrap, f"c{unique}.")
+def planner_env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[PlannerEnv]:
+    env = PlannerEnv(kafka_bootstrap, topic_prefix)
     env.setup()
     try:
         yield env

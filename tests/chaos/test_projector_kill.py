@@ -5,7 +5,6 @@ PostgreSQL session is inside its batch transaction (pg_stat_activity)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import signal
@@ -19,27 +18,27 @@ from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from horae.contracts.topics import Topic, spec, topic_name
+from horae.contracts.topics import Topic, topic_name
 from horae.projections.projector import ProjectorConfig
 from horae.projections.rebuild import end_offsets, rebuild, verify
 from horae.projections.rows import PROJECTED
 from horae.projections.synthetic import HistoryProducer, history
-from horae.settings import PROJECT_ROOT
+from tests.integration.projections.projection_support import create_topics
+from tests.paths import REPO_ROOT
 
 FIRES = 20_000
 KILLS = 5
 
 
 @pytest.fixture
-def env(kafka_bootstrap: str, database_url: str, unique: str) -> Iterator[dict[str, str]]:
-    prefix, schema = f"chaos{unique}.", f"chaos_{unique}"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    names = [topic_name(t, prefix) for t in PROJECTED]
-    new = [NewTopic(topic_name(t, prefix), 3, 1, config=dict(spec(t).config)) for t in PROJECTED]
-    for f in admin.create_topics(new, request_timeout=30).values():
-        f.result(timeout=30)
+def env(
+    kafka_bootstrap: str, database_url: str, topic_prefix: str, unique: str
+) -> Iterator[dict[str, str]]:
+    """The projector's environment; its topics are deleted when the test ends (``topic_prefix``),
+    its schemas dropped here."""
+    prefix, schema = topic_prefix, f"chaos_{unique}"
+    create_topics(kafka_bootstrap, prefix)
     yield {
         **os.environ,
         "HORAE_KAFKA_BOOTSTRAP": kafka_bootstrap,
@@ -52,9 +51,6 @@ def env(kafka_bootstrap: str, database_url: str, unique: str) -> Iterator[dict[s
         "HORAE_PROJECTOR_SESSION_TIMEOUT_MS": "6000",
         "HORAE_LOG_LEVEL": "WARNING",
     }
-    for f in admin.delete_topics(names, request_timeout=30).values():
-        with contextlib.suppress(Exception):
-            f.result(timeout=30)
     with psycopg.connect(database_url, autocommit=True) as conn:
         for s in (schema, f"{schema}_shadow"):
             conn.execute(f'DROP SCHEMA IF EXISTS "{s}" CASCADE')
@@ -64,7 +60,7 @@ def start(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """A projector process; its output goes to ``log`` (appended)."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "horae.cli.main", "projector"], env=env, cwd=PROJECT_ROOT,
+            [sys.executable, "-m", "horae.cli.main", "projector"], env=env, cwd=REPO_ROOT,
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -19,13 +18,12 @@ from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, partition_for, topi
 
 
 @pytest.fixture
-def prefix(kafka_bootstrap: str, unique: str) -> Iterator[str]:
-    admin = admin_client(kafka_bootstrap)
-    plan = Plan(prefix=f"c{unique}.", partitions=3, replication_factor=1)
-    apply(admin, plan)
-    yield plan.prefix
-    for future in admin.delete_topics([n for n, _ in plan.topics()]).values():
-        future.result()
+def prefix(kafka_bootstrap: str, topic_prefix: str) -> str:
+    """The catalogue's topics under this test's prefix (deleted when the test ends)."""
+    apply(
+        admin_client(kafka_bootstrap), Plan(prefix=topic_prefix, partitions=3, replication_factor=1)
+    )
+    return topic_prefix
 
 
 def event(tenant: str, trigger_id: str) -> ev.ScheduleEvent:

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from confluent_kafka.admin import AdminClient
 
@@ -14,15 +12,13 @@ def admin(kafka_bootstrap: str) -> AdminClient:
 
 
 @pytest.fixture
-def plan(unique: str) -> Plan:
-    return Plan(prefix=f"t{unique}.", partitions=3, replication_factor=1)
+def plan(topic_prefix: str) -> Plan:
+    """The catalogue under this test's prefix (its topics are deleted when the test ends)."""
+    return Plan(prefix=topic_prefix, partitions=3, replication_factor=1)
 
 
 @pytest.fixture
-def topics(admin: AdminClient, plan: Plan) -> Iterator[Plan]:
-    """The whole catalogue under a unique prefix, deleted afterwards."""
+def topics(admin: AdminClient, plan: Plan) -> Plan:
+    """The whole catalogue, created."""
     apply(admin, plan)
-    yield plan
-    names = [name for name, _ in plan.topics()]
-    for future in admin.delete_topics(names, operation_timeout=30).values():
-        future.result()
+    return plan

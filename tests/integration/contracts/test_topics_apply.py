@@ -2,36 +2,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from typing import TypeVar
 
-import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from horae.contracts import topics as tp
 from horae.contracts.admin import Plan, apply, drift
-
-T = TypeVar("T")
-
-
-@pytest.fixture
-def cleanup(admin: AdminClient, plan: Plan) -> Iterator[None]:
-    yield
-    names = [n for n, _ in plan.topics() if n in admin.list_topics(timeout=10).topics]
-    for future in admin.delete_topics(names, operation_timeout=30).values():
-        future.result()
-
-
-def eventually(probe: Callable[[], T], timeout_s: float = 15.0) -> T:
-    """The first truthy result of ``probe`` (config changes propagate asynchronously)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = probe()
-        if result or time.monotonic() > deadline:
-            return result
-        time.sleep(0.2)
+from tests.waiting import wait_until
 
 
 def horae(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
@@ -46,9 +23,7 @@ def horae(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cli_apply_twice_then_describe_no_drift(
-    kafka_bootstrap: str, plan: Plan, cleanup: None
-) -> None:
+def test_cli_apply_twice_then_describe_no_drift(kafka_bootstrap: str, plan: Plan) -> None:
     flags = ("--prefix", plan.prefix, "--partitions", "3", "--replication-factor", "1")
     first = horae("apply", *flags, bootstrap=kafka_bootstrap)
     assert first.returncode == 0, first.stderr
@@ -68,12 +43,13 @@ def test_describe_shows_config_drift_and_apply_fixes_it(admin: AdminClient, topi
     resource = ConfigResource("topic", fires, incremental_configs=[entry])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result()
-    found = eventually(lambda: drift(admin, topics))
+    # config changes propagate asynchronously
+    found = wait_until(lambda: drift(admin, topics), 15, 0.2, "the altered config never showed")
     assert [(d.topic, d.what, d.expected) for d in found] == [
         (fires, "config cleanup.policy", "compact")
     ]
     assert apply(admin, topics) == [f"updated {fires}: cleanup.policy=compact"]
-    assert eventually(lambda: not drift(admin, topics))
+    wait_until(lambda: not drift(admin, topics), 15, 0.2, "the applied config never showed")
     assert apply(admin, topics) == []
 
 

@@ -268,16 +268,6 @@ def events(bootstrap: str, topic: str, t: type[Any]) -> list[Any]:
     return [decode(v, t) for _, v, _ in read_all(bootstrap, topic) if v is not None]
 
 
-def wait_until(check: Callable[[], bool], timeout_s: float = 60, step_s: float = 0.2) -> bool:
-    """Poll ``check`` until true (a wait, not a timed assertion: the caller asserts the state)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(step_s)
-    return check()
-
-
 def instants(n: int, start: int | None = None) -> Iterator[int]:
     base = start if start is not None else int(time.time()) - 3600
     return iter(range(base - n, base))

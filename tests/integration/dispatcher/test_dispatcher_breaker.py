@@ -28,15 +28,15 @@ from tests.integration.dispatcher.support import (
     Receiver,
     events,
     order,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 THRESHOLD = 3
 
 
 @pytest.fixture
-def env(kafka_bootstrap: str, unique: str) -> Iterator[DispatchEnv]:
-    e = DispatchEnv(kafka_bootstrap, f"b{unique}.")
+def env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[DispatchEnv]:
+    e = DispatchEnv(kafka_bootstrap, topic_prefix)
     e.setup()
     ensure_clock_topic(kafka_bootstrap, e.prefix)
     try:

@@ -17,13 +17,13 @@ from tests.integration.dispatcher.support import (
     events,
     instants,
     order,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 
 @pytest.fixture
-def env(kafka_bootstrap: str, unique: str) -> Iterator[DispatchEnv]:
-    e = DispatchEnv(kafka_bootstrap, f"d{unique}.")
+def env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[DispatchEnv]:
+    e = DispatchEnv(kafka_bootstrap, topic_prefix)
     e.setup()
     try:
         yield e

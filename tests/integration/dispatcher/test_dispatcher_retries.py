@@ -24,8 +24,8 @@ from tests.integration.dispatcher.support import (
     events,
     order,
     read_all,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 
 def answer(path: str, n: int) -> web.Response | None:
@@ -43,8 +43,8 @@ def answer(path: str, n: int) -> web.Response | None:
 
 
 @pytest.fixture
-def env(kafka_bootstrap: str, unique: str) -> Iterator[DispatchEnv]:
-    e = DispatchEnv(kafka_bootstrap, f"r{unique}.")
+def env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[DispatchEnv]:
+    e = DispatchEnv(kafka_bootstrap, topic_prefix)
     e.setup()
     try:
         yield e

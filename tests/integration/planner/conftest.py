@@ -8,8 +8,8 @@ from tests.integration.planner.harness import PlannerEnv
 
 
 @pytest.fixture
-def planner_env(kafka_bootstrap: str, unique: str) -> Iterator[PlannerEnv]:
-    env = PlannerEnv(kafka_bootstrap, f"t{unique}.")
+def planner_env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[PlannerEnv]:
+    env = PlannerEnv(kafka_bootstrap, topic_prefix)
     env.setup()
     try:
         yield env

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -16,16 +17,14 @@ from horae.devstack.postgres import PostgresCluster
 from horae.projections.projector import ProjectorConfig
 from horae.projections.rows import PROJECTED
 from horae.projections.synthetic import HistoryProducer
-from horae.settings import PROJECT_ROOT
-from tests.integration.projections.projection_support import create_topics, delete_topics
+from tests.integration.projections.projection_support import create_topics
 
 
 @pytest.fixture
-def prefix(kafka_bootstrap: str, unique: str) -> Iterator[str]:
-    pre = f"t{unique}."
-    names = create_topics(kafka_bootstrap, pre)
-    yield pre
-    delete_topics(kafka_bootstrap, names)
+def prefix(kafka_bootstrap: str, topic_prefix: str) -> str:
+    """The projected topics under this test's prefix (deleted when the test ends)."""
+    create_topics(kafka_bootstrap, topic_prefix)
+    return topic_prefix
 
 
 @pytest.fixture
@@ -66,13 +65,13 @@ def config(kafka_bootstrap: str, database_url: str, prefix: str, schema: str) ->
 
 
 @pytest.fixture
-def private_postgres(unique: str) -> Iterator[PostgresCluster]:
+def private_postgres(tmp_path: Path) -> Iterator[PostgresCluster]:
     """A throwaway PostgreSQL cluster of this test alone, to stop and start at will: restarting
     the session's database (external or not) would break whatever else uses it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    home = PROJECT_ROOT / ".horae" / f"pg-restart-{unique}"
+    home = tmp_path / "pg-restart"
     cluster = PostgresCluster(home, port)
     cluster.start()
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,13 +29,6 @@ def create_topics(bootstrap: str, prefix: str, partitions: int = PARTITIONS) -> 
     for future in admin.create_topics(new, request_timeout=30).values():
         future.result(timeout=30)
     return [n.topic for n in new]
-
-
-def delete_topics(bootstrap: str, names: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_topics(names, request_timeout=30).values():
-        with contextlib.suppress(Exception):  # best effort cleanup
-            future.result(timeout=30)
 
 
 def end_offsets(bootstrap: str, names: list[str]) -> dict[tuple[str, int], int]:

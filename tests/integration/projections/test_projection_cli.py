@@ -17,14 +17,14 @@ import psycopg
 
 from horae.projections.projector import ProjectorConfig
 from horae.projections.synthetic import HistoryProducer, history
-from horae.settings import PROJECT_ROOT
 from tests.integration.projections.projection_support import end_offsets, wait_caught_up
+from tests.paths import REPO_ROOT
 
 
 def horae(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "horae.cli.main", *args],
-        env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=90, check=False,
+        env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=90, check=False,
     )  # fmt: skip
 
 
@@ -60,7 +60,7 @@ def test_cli_projector_metrics_rebuild_verify_swap(
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "horae.cli.main", "projector", "--metrics-port", str(port)],
-            env=env, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT,
+            env=env, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
         wait_caught_up(db, config.schema, ends, alive=lambda: proc.poll() is None)
