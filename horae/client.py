@@ -7,7 +7,7 @@
     for event in client.schedule_events(group_id="acme-watch", timeout_s=60):
         print(event.type, event.trigger_id, event.scheduled_at)
 
-Definitions are signed with the tenant's ingress key (see ``schemas/README.md``) and produced to
+Definitions are signed with the tenant's ingress key (see ``docs/contracts.md``) and produced to
 ``<prefix>definitions`` keyed by ``<tenant>/<trigger_id>``, as wire Avro (default) or plain JSON.
 """
 
@@ -75,7 +75,7 @@ class HoraeClient:
         tenant: str,
         key_id: str,
         key: bytes,
-        prefix: str | None = None,
+        prefix: str = "horae.",
         codec: Codec | None = None,
     ) -> None:
         self.bootstrap = bootstrap

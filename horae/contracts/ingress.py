@@ -2,7 +2,7 @@
 
 Tenants may produce definitions straight to Kafka, as wire Avro or as plain JSON validated against
 the same schema (kcat-friendly). Every definition must be signed with one of its tenant's ingress
-keys (see :mod:`horae.contracts.signing` and ``schemas/README.md``); the record key must be the
+keys (see :mod:`horae.contracts.signing` and ``docs/contracts.md``); the record key must be the
 trigger key ``<tenant>/<trigger_id>`` of the body. :func:`ingest_definition` never raises on bad
 input: it returns a :class:`~horae.contracts.events.Quarantined` with the cause, which the caller
 appends to the quarantine topic and otherwise ignores (it changes nothing).
