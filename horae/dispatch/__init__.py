@@ -6,14 +6,9 @@ headers)`` → ``plan = plan_retry(result, policy=..., fire_key=..., attempt=n, 
 (classification here, backoff from ``horae.domain.retry``).
 """
 
-from horae.dispatch.http_sender import (
-    AttemptResult,
-    HttpSender,
-    Outcome,
-    SenderConfig,
-    TransportResult,
-    parse_retry_after,
-)
+from typing import TYPE_CHECKING, Any
+
+from horae.dispatch.results import AttemptResult, Outcome, TransportResult
 from horae.dispatch.retry_decision import AttemptVerdict, RetryPlan, classify, plan_retry
 from horae.dispatch.signing import (
     CallbackClaims,
@@ -25,6 +20,22 @@ from horae.dispatch.signing import (
     verify_token,
 )
 from horae.dispatch.ssrf import AddressPolicy, AddressRefused, CheckedTarget, ResolutionError
+
+if TYPE_CHECKING:
+    from horae.dispatch.http_sender import HttpSender, SenderConfig, parse_retry_after
+
+_SENDER_NAMES = frozenset({"HttpSender", "SenderConfig", "parse_retry_after"})
+
+
+def __getattr__(name: str) -> Any:
+    """The sender's names, imported on first use: importing the pure parts of this package
+    (results, retry decision, signing) does not import ``aiohttp``."""
+    if name in _SENDER_NAMES:
+        from horae.dispatch import http_sender
+
+        return getattr(http_sender, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AddressPolicy",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from horae.dispatch.http_sender import AttemptResult, Outcome, TransportResult
+from horae.dispatch.results import AttemptResult, Outcome, TransportResult
 from horae.domain.retry import RetryDecision, RetryPolicy, next_retry
 
 RETRYABLE_STATUSES = frozenset({408, 425, 429})

@@ -27,27 +27,27 @@ import itertools
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import cast
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from horae.contracts import events as ev
-from horae.contracts.codec import DecodeError, decode, encode
-from horae.contracts.topics import Topic, lane_topic, topic_name
+from horae.contracts.codec import DecodeError, decode
+from horae.contracts.quarantine import quarantine
+from horae.contracts.routing import Router
+from horae.contracts.topics import Topic, lane_topic
 from horae.kafka.reader import seek_to_committed
 from horae.kafka.txn import (
-    OutRecord,
     TransactionalProcessor,
     TransactionFailed,
     member_configs,
 )
+from horae.ports import SYSTEM_CLOCK, Clock, Emit
 from horae.streams.dispatcher.breaker import Breaker, trip_outputs
+from horae.streams.dispatcher.conclude import Conclusion
 from horae.streams.dispatcher.config import DispatcherConfig
-from horae.streams.dispatcher.deliver import Conclusion
 from horae.streams.dispatcher.metrics import DispatcherMetrics
 from horae.streams.dispatcher.offsets import PartitionWindow
 from horae.streams.dispatcher.records import Carry, Verdict
@@ -75,10 +75,11 @@ class Finished:
 
 
 class _CommitterView:
-    """The consumer as the committer thread's transactions see it: the group metadata cached by
-    the consumer thread (librdkafka's ``consumer_group_metadata()`` blocks while another thread
-    is inside ``consume()``), and no assignment, so a failed transaction's rewind only notifies
-    (the consumer thread then seeks, :meth:`Pump._seek_committed`)."""
+    """The consumer as the committer thread's transactions see it (a
+    :class:`~horae.kafka.txn.GroupMember`): the group metadata cached by the consumer thread
+    (librdkafka's ``consumer_group_metadata()`` blocks while another thread is inside
+    ``consume()``), and no assignment, so a failed transaction's rewind only notifies (the
+    consumer thread then seeks, :meth:`Pump._seek_committed`)."""
 
     def __init__(self) -> None:
         self.metadata: object | None = None
@@ -88,6 +89,14 @@ class _CommitterView:
 
     def assignment(self) -> list[TopicPartition]:
         return []
+
+    def committed(
+        self, partitions: list[TopicPartition], timeout: float = -1
+    ) -> list[TopicPartition]:
+        raise RuntimeError("the committer's view owns no partitions; the consumer thread seeks")
+
+    def seek(self, partition: TopicPartition) -> None:
+        raise RuntimeError("the committer's view owns no partitions; the consumer thread seeks")
 
 
 class Pump:
@@ -100,12 +109,16 @@ class Pump:
         metrics: DispatcherMetrics,
         deliver: Callable[[list[Item]], None],
         reset: Callable[[], None],
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
         self.metrics = metrics
+        self.clock = clock
         self._deliver = deliver
         self._reset = reset
-        self._topics = {t: topic_name(t, config.prefix) for t in Topic}
+        self.router = Router(config.prefix)
+        self._topics = self.router.names
         self._lane_of = {self._topics[lane_topic(lane)]: lane for lane in ev.Lane}
         consumer_config, producer_config = member_configs(
             config.bootstrap,
@@ -117,9 +130,7 @@ class Pump:
         )
         self.consumer = Consumer({**consumer_config, "fetch.wait.max.ms": 100})
         self._view = _CommitterView()
-        self.txn = TransactionalProcessor(
-            cast(Consumer, self._view), producer_config, self._rewound
-        )
+        self.txn = TransactionalProcessor(self._view, producer_config, self._rewound)
         self.breaker = Breaker(config.breaker_threshold)
         self._finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()
         self._lock = threading.Lock()  # windows, epochs, paused, pending records (brief holds)
@@ -128,7 +139,7 @@ class Pump:
         self._windows: dict[TP, PartitionWindow] = {}
         self._epochs: dict[TP, int] = {}
         self._epoch_ids = itertools.count(1)
-        self._pending: list[OutRecord] = []  # quarantine and breaker records for the next txn
+        self._pending: list[Emit] = []  # quarantine and breaker records for the next txn
         self._paused: set[TP] = set()
         self.stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -158,7 +169,7 @@ class Pump:
         self.consumer.subscribe(
             lanes, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
-        last_depth = time.monotonic()
+        last_depth = self.clock.monotonic()
         try:
             while not self.stop.is_set():
                 if self._rewind_pending.is_set():
@@ -167,9 +178,9 @@ class Pump:
                 if messages:
                     self._accept(messages)
                 self._flow_control()
-                if time.monotonic() - last_depth >= 1.0:
+                if self.clock.monotonic() - last_depth >= 1.0:
                     self._observe_depth()
-                    last_depth = time.monotonic()
+                    last_depth = self.clock.monotonic()
             for thread in self._threads:
                 if thread is not threading.current_thread():
                     thread.join()  # the committer's last transaction
@@ -197,27 +208,15 @@ class Pump:
                 window = self._windows[(topic, partition)]
                 window.consumed(offset)
                 if isinstance(order, DecodeError):
-                    self._pending.append(self._quarantined(msg, order))
+                    now = datetime.fromtimestamp(self.clock.now(), UTC)
+                    record = quarantine(msg, order.cause, order.detail, now)
+                    self._pending.append(self.router.emit(record, partition))
                     window.finished(offset)
                     continue
                 carry = Carry.from_headers(msg.headers())
                 items.append(Item(topic, partition, offset, epoch, order, carry))
         if items:
             self._deliver(items)
-
-    def _quarantined(self, msg: Message, exc: DecodeError) -> OutRecord:
-        record = ev.Quarantined(
-            source_topic=msg.topic() or "",
-            source_partition=msg.partition() or 0,
-            source_offset=msg.offset() or 0,
-            cause=exc.cause,
-            detail=exc.detail[:2000],
-            original=msg.value() or b"",
-            quarantined_at=datetime.now(UTC),
-            original_key=msg.key(),
-        )
-        key = msg.key() or b""
-        return OutRecord(self._topics[Topic.QUARANTINE], key, encode(record), msg.partition())
 
     def _seek_committed(self) -> None:
         """After a failed transaction: new epochs, then every partition back to its committed
@@ -239,13 +238,6 @@ class Pump:
         with self._txn_lock:
             self._commit()
 
-    def _records(self, f: Finished) -> list[OutRecord]:
-        p = f.item.partition
-        return [
-            OutRecord(self._topics[e.topic], e.key.encode(), encode(e.event), p, e.headers or None)
-            for e in f.conclusion.emits
-        ]
-
     def _commit(self) -> None:
         """One transaction with everything finished so far (caller holds ``_txn_lock``)."""
         finished: list[Finished] = []
@@ -264,7 +256,7 @@ class Pump:
                 for tp, w in self._windows.items()
                 if (point := w.due_commit()) is not None
             }
-        records = [r for f in live for r in self._records(f)] + pending
+        records = [r for f in live for r in f.conclusion.emits] + pending
         if not records and not points:
             return
         offsets = [TopicPartition(t, p, point) for (t, p), (point, _) in points.items()]
@@ -306,16 +298,18 @@ class Pump:
             tenant_keys=self.config.tenant_keys,
             platform_key_id=self.config.platform_key_id,
             platform_key=self.config.platform_key,
-            now=datetime.now(UTC),
+            now=datetime.fromtimestamp(self.clock.now(), UTC),
         )
         if outputs:
             self.metrics.breaker_trips.inc()
-        key = ev.trigger_key(fire.tenant, fire.trigger_id).encode()
+        emits = [  # a new definition goes onto the ingress topic, as a tenant's would
+            self.router.emit(
+                e, p, topic=Topic.DEFINITIONS if isinstance(e, ev.TriggerDefinition) else None
+            )
+            for e in outputs
+        ]
         with self._lock:
-            for event in outputs:
-                topic = Topic.DEFINITIONS if isinstance(event, ev.TriggerDefinition) else None
-                name = self._topics[topic or Topic.SCHEDULE_EVENTS]
-                self._pending.append(OutRecord(name, key, encode(event), p))
+            self._pending.extend(emits)
 
     # --- rebalance and rewind ----------------------------------------------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

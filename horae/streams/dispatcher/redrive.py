@@ -22,7 +22,7 @@ from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode, encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
 from horae.kafka.reader import read_partition
-from horae.streams.dispatcher.deliver import H_DLQ_CAUSE
+from horae.streams.dispatcher.conclude import H_DLQ_CAUSE
 from horae.streams.dispatcher.records import Carry
 
 

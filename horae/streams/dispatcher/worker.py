@@ -22,16 +22,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
-from collections.abc import Callable
 
+from horae.contracts.routing import Router
 from horae.contracts.topics import Topic, topic_name
 from horae.dispatch import AddressPolicy, HttpSender, ReplayGuard
-from horae.dispatch.ssrf import Resolver
+from horae.ports import SYSTEM_CLOCK, Clock, Resolver
 from horae.streams.dispatcher.admission import Admission, lane_class
 from horae.streams.dispatcher.callback import CallbackHandler, OutcomeWriter, start_callback_server
+from horae.streams.dispatcher.conclude import conclude
 from horae.streams.dispatcher.config import DispatcherConfig
-from horae.streams.dispatcher.deliver import attempt_once, conclude
+from horae.streams.dispatcher.deliver import attempt_once
 from horae.streams.dispatcher.metrics import DispatcherMetrics, target_class
 from horae.streams.dispatcher.pump import Finished, Item, Pump
 
@@ -47,7 +47,7 @@ class Dispatcher:
         config: DispatcherConfig,
         *,
         metrics: DispatcherMetrics | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
         resolver: Resolver | None = None,
         callback_port: int | None = None,
         callback_host: str = "127.0.0.1",
@@ -59,7 +59,7 @@ class Dispatcher:
             config.limits, catchup_share=config.catchup_share, max_inflight=config.max_inflight
         )
         self.policy = AddressPolicy(config.allow, resolver)
-        self.sender = HttpSender(self.policy, config.sender, clock=clock)
+        self.sender = HttpSender(self.policy, config.sender, clock=clock.now)
         self.replay = ReplayGuard()
         self.callback_port = callback_port
         self.callback_host = callback_host
@@ -68,7 +68,10 @@ class Dispatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.pump = Pump(config, self.metrics, self._items_from_thread, self._reset_from_thread)
+        self.router = Router(config.prefix)
+        self.pump = Pump(
+            config, self.metrics, self._items_from_thread, self._reset_from_thread, clock=clock
+        )
 
     # --- called on the Kafka thread ------------------------------------------------------------
     def _items_from_thread(self, items: list[Item]) -> None:
@@ -94,7 +97,7 @@ class Dispatcher:
             writer = await asyncio.to_thread(OutcomeWriter, self.config.bootstrap, topic)
             handler = CallbackHandler(
                 secret=self.config.callback_secret,
-                clock=self.clock,
+                clock=self.clock.now,
                 replay=self.replay,
                 metrics=self.metrics,
                 sink=writer,
@@ -120,7 +123,7 @@ class Dispatcher:
 
     async def _sleep(self) -> None:
         assert self._wake is not None and self._loop is not None
-        wait = self.admission.wake_in(self.clock())
+        wait = self.admission.wake_in(self.clock.now())
         if self.admission.inflight >= self.admission.max_inflight or wait is None:
             wait = 0.1
         wait = min(max(wait, 0.001), 0.1)
@@ -138,7 +141,7 @@ class Dispatcher:
             await asyncio.wait(set(self._tasks), timeout=self.config.sender.deadline_s + 1)
 
     def _hold(self, items: list[Item]) -> None:
-        now = self.clock()
+        now = self.clock.now()
         for item in items:
             order = item.order
             self.admission.add(
@@ -154,7 +157,7 @@ class Dispatcher:
 
     def _fill(self) -> None:
         assert self._loop is not None
-        now = self.clock()
+        now = self.clock.now()
         while (got := self.admission.pop(now)) is not None:
             item, tenant, _tier = got
             if not self.pump.is_current(item):
@@ -168,7 +171,7 @@ class Dispatcher:
         try:
             order = item.order
             sent = await attempt_once(order, self.config, self.sender, self.clock)
-            conclusion = conclude(order, item.carry, sent)
+            conclusion = conclude(order, item.carry, sent, self.router, item.partition)
             result = sent.result
             self.metrics.attempts.labels(
                 result.transport_result.value if result else "not_sent",
@@ -188,5 +191,5 @@ class Dispatcher:
 
     def _hold_later(self, item: Item) -> None:
         order = item.order
-        at = self.clock() + RETRY_INTERNAL_S
-        self.admission.add(item, order.fire.tenant, lane_class(order), at, self.clock())
+        now = self.clock.now()
+        self.admission.add(item, order.fire.tenant, lane_class(order), now + RETRY_INTERNAL_S, now)

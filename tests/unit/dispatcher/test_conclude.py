@@ -3,19 +3,25 @@ final 4xx, unknown, missing secret, redrive budget base; headers carried; the br
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 from horae.contracts import events as ev
+from horae.contracts.codec import decode
+from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
-from horae.dispatch import AttemptResult, TransportResult
+from horae.dispatch.results import AttemptResult, TransportResult
 from horae.domain.keys import FireKey
 from horae.streams.dispatcher.breaker import Breaker
-from horae.streams.dispatcher.deliver import Sent, conclude
+from horae.streams.dispatcher.conclude import H_DLQ_CAUSE, Conclusion, Sent, conclude
 from horae.streams.dispatcher.records import Carry, Verdict
 from horae.streams.dispatcher.redrive import DlqEntry, redrive_order
 
 T0 = 1_750_000_000
 KEY = FireKey("acme", "g", T0)
+ROUTER = Router("unit.")
+PARTITION = 7
 
 
 def order(
@@ -55,21 +61,33 @@ def sent(tr: TransportResult, status: int | None = None, retry_after: float | No
     return Sent(AttemptResult(tr, status, 0.01, retry_after), start, start + 10)
 
 
-def topics(c: object) -> list[Topic]:
-    return [e.topic for e in c.emits]  # type: ignore[attr-defined]
+def conclude_on(order: ev.DispatchOrder, carry: Carry, sent: Sent) -> Conclusion:
+    c = conclude(order, carry, sent, ROUTER, PARTITION)
+    for e in c.emits:  # every record lands on the fire's partition, encoded from its event
+        assert e.partition == PARTITION and e.value is not None
+        assert decode(e.value) == e.event
+    return c
+
+
+def topics(c: Conclusion) -> list[str]:
+    return [e.topic for e in c.emits]
+
+
+def names(*ts: Topic) -> list[str]:
+    return [ROUTER.names[t] for t in ts]
 
 
 def test_success_records_attempt_outcome_and_event() -> None:
-    c = conclude(order(), Carry(), sent(TransportResult.OK, 200))
+    c = conclude_on(order(), Carry(), sent(TransportResult.OK, 200))
     assert c.verdict is Verdict.SUCCEEDED
-    assert topics(c) == [Topic.ATTEMPTS, Topic.OUTCOMES, Topic.SCHEDULE_EVENTS]
+    assert topics(c) == names(Topic.ATTEMPTS, Topic.OUTCOMES, Topic.SCHEDULE_EVENTS)
 
 
 def test_5xx_retries_on_the_retry_lane_with_the_same_key_and_origin() -> None:
-    c = conclude(order(), Carry(), sent(TransportResult.HTTP_ERROR, 503))
+    c = conclude_on(order(), Carry(), sent(TransportResult.HTTP_ERROR, 503))
     assert c.verdict is Verdict.RETRY
     retry = c.emits[1]
-    assert retry.topic is Topic.LANE_RETRY and retry.key == KEY.canonical()
+    assert retry.topic == ROUTER.names[Topic.LANE_RETRY] and retry.key == KEY.canonical().encode()
     assert isinstance(retry.event, ev.DispatchOrder)
     assert retry.event.attempt == 2 and retry.event.lane is ev.Lane.RETRY
     assert retry.event.fire.lane is ev.Lane.CATCH_UP
@@ -80,7 +98,7 @@ def test_5xx_retries_on_the_retry_lane_with_the_same_key_and_origin() -> None:
 
 
 def test_retry_after_is_a_floor() -> None:
-    c = conclude(order(), Carry(), sent(TransportResult.HTTP_ERROR, 429, retry_after=30))
+    c = conclude_on(order(), Carry(), sent(TransportResult.HTTP_ERROR, 429, retry_after=30))
     retry = c.emits[1].event
     assert isinstance(retry, ev.DispatchOrder)
     assert retry.not_before >= datetime.fromtimestamp(T0, UTC) + timedelta(seconds=30)
@@ -88,32 +106,37 @@ def test_retry_after_is_a_floor() -> None:
 
 def test_truncated_at_the_next_instant_is_exhausted_into_the_dlq() -> None:
     deadline = datetime.fromtimestamp(T0 + 1, UTC)  # the retry would start at T0 + 1.11 s
-    c = conclude(order(deadline=deadline), Carry(), sent(TransportResult.HTTP_ERROR, 500))
+    c = conclude_on(order(deadline=deadline), Carry(), sent(TransportResult.HTTP_ERROR, 500))
     assert c.verdict is Verdict.EXHAUSTED and "next instant" in (c.cause or "")
-    assert topics(c) == [Topic.ATTEMPTS, Topic.OUTCOMES, Topic.SCHEDULE_EVENTS, Topic.DLQ]
+    assert topics(c) == names(Topic.ATTEMPTS, Topic.OUTCOMES, Topic.SCHEDULE_EVENTS, Topic.DLQ)
+    dlq = c.emits[3]
+    assert dlq.event == order(deadline=deadline) and dlq.key == KEY.canonical().encode()
+    assert (H_DLQ_CAUSE, f"exhausted: {c.cause}".encode()) in (dlq.headers or [])
+    event = c.emits[2]
+    assert event.key == ev.trigger_key("acme", "g").encode()
 
 
 def test_budget_and_final_4xx() -> None:
-    last = conclude(order(attempt=5), Carry(), sent(TransportResult.HTTP_ERROR, 500))
+    last = conclude_on(order(attempt=5), Carry(), sent(TransportResult.HTTP_ERROR, 500))
     assert last.verdict is Verdict.EXHAUSTED and "attempt budget" in (last.cause or "")
-    final = conclude(order(), Carry(), sent(TransportResult.HTTP_ERROR, 404))
+    final = conclude_on(order(), Carry(), sent(TransportResult.HTTP_ERROR, 404))
     assert final.verdict is Verdict.FAILED
-    assert Topic.DLQ not in topics(final)
+    assert ROUTER.names[Topic.DLQ] not in topics(final)
 
 
 def test_timed_out_after_sending_on_the_last_attempt_is_unknown() -> None:
-    c = conclude(order(attempt=5), Carry(), sent(TransportResult.TIMEOUT_READ))
+    c = conclude_on(order(attempt=5), Carry(), sent(TransportResult.TIMEOUT_READ))
     assert c.verdict is Verdict.UNKNOWN
     outcome = c.emits[1].event
     assert isinstance(outcome, ev.WorkOutcome)
     assert outcome.state is ev.OutcomeState.EXHAUSTED and (outcome.error or "").startswith(
         "unknown"
     )
-    assert Topic.DLQ in topics(c)
+    assert ROUTER.names[Topic.DLQ] in topics(c)
 
 
 def test_nothing_sent_without_a_secret_is_a_final_failure() -> None:
-    c = conclude(order(), Carry(), Sent(None, T0 * 1000, T0 * 1000, "no signing secret"))
+    c = conclude_on(order(), Carry(), Sent(None, T0 * 1000, T0 * 1000, "no signing secret"))
     assert c.verdict is Verdict.FAILED and "no signing secret" in (c.cause or "")
 
 
@@ -123,7 +146,7 @@ def test_redrive_restarts_the_budget_and_links_to_the_dlq_record() -> None:
     again, carry = redrive_order(entry, datetime.fromtimestamp(T0 + 999, UTC))
     assert again.attempt == 6 and again.deadline is None and again.fire == dlq.fire
     assert carry.redrive_of == "p.dlq:2:41" and carry.budget_base == 5
-    c = conclude(again, carry, sent(TransportResult.HTTP_ERROR, 500))
+    c = conclude_on(again, carry, sent(TransportResult.HTTP_ERROR, 500))
     assert c.verdict is Verdict.RETRY  # attempt 1 of a fresh budget
     assert all(Carry.from_headers(e.headers).redrive_of == "p.dlq:2:41" for e in c.emits)
 
@@ -139,3 +162,13 @@ def test_breaker_counts_consecutive_failed_fires_only() -> None:
     assert b.observe("k", Verdict.FAILED) == 3
     assert b.observe("k", Verdict.FAILED) is None  # starts again after a trip
     assert Breaker(0).observe("k", Verdict.FAILED) is None
+
+
+def test_the_decision_core_imports_no_io_library() -> None:
+    """Importing the conclusion (and what it imports) loads no Kafka, database or HTTP client."""
+    code = (
+        "import sys, horae.streams.dispatcher.conclude; "
+        "print(sorted(m for m in ('confluent_kafka', 'psycopg', 'aiohttp') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,138 @@
+"""The dispatcher's decision core: the verdict on one attempt and the records that conclude it.
+
+Pure: :func:`conclude` takes the order, what travelled with it (:class:`~.records.Carry`), what the
+attempt did (:class:`Sent`, times included) and where the fire lives (its partition, and a
+:class:`~horae.contracts.routing.Router` for topic names and keys); it returns the
+:class:`~horae.ports.Emit` records to commit with the lane offset (see :mod:`.records` for which).
+Retry timing is the domain's (:func:`horae.dispatch.plan_retry` →
+:func:`horae.domain.retry.next_retry`): exponential backoff with jitter, ``Retry-After`` as a
+floor, the attempt budget (counted from the budget base a redrive sets), and truncation at
+``order.deadline`` (the trigger's next instant, when the planner sets it).
+
+No I/O and no clock; it imports the contracts, the domain, the ports and the pure parts of the
+outbound edge, never ``confluent_kafka``, ``psycopg`` or ``aiohttp``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from horae.contracts import events as ev
+from horae.contracts.domain_map import retry_to_domain
+from horae.contracts.routing import Router
+from horae.contracts.topics import Topic
+from horae.dispatch.results import AttemptResult, Outcome, TransportResult
+from horae.dispatch.retry_decision import plan_retry
+from horae.domain.errors import ValidationError
+from horae.domain.retry import RetryPolicy
+from horae.ports import Emit
+from horae.streams.dispatcher.records import (
+    Carry,
+    Verdict,
+    attempt_record,
+    fire_event,
+    ms_of,
+    outcome_record,
+    retry_order,
+)
+
+H_DLQ_CAUSE = "horae-dlq-cause"
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What an attempt did: ``result`` None means nothing was sent (``error`` says why)."""
+
+    result: AttemptResult | None
+    started_ms: int
+    ended_ms: int
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Conclusion:
+    """The verdict, the records to commit, and why (``cause``) for the logs and the breaker."""
+
+    verdict: Verdict
+    emits: list[Emit]
+    cause: str | None = None
+    http_status: int | None = None
+
+
+def _policy(order: ev.DispatchOrder) -> RetryPolicy:
+    try:
+        return retry_to_domain(order.retry)
+    except ValidationError:  # the planner validated it; an odd order falls back to defaults
+        return RetryPolicy()
+
+
+def conclude(
+    order: ev.DispatchOrder, carry: Carry, sent: Sent, router: Router, partition: int
+) -> Conclusion:
+    """The verdict on attempt ``order.attempt`` and every record it produces, on the fire's
+    ``partition`` (pure)."""
+    fire = order.fire
+    result = sent.result
+    first_ms = carry.first_attempt_ms or sent.started_ms
+    next_ms: int | None = None
+    status = result.status if result is not None else None
+    cause: str | None
+    if result is None:
+        verdict, cause = Verdict.FAILED, f"final: {sent.error}"
+    elif result.transport_result is TransportResult.OK:
+        verdict, cause = Verdict.SUCCEEDED, None  # the common case: no retry planning
+    else:
+        plan = plan_retry(
+            result,
+            policy=_policy(order),
+            fire_key=fire.fire_key,
+            attempt=max(1, order.attempt - carry.budget_base),
+            failed_at_ms=sent.ended_ms,
+            next_instant_ms=ms_of(order.deadline) if order.deadline is not None else None,
+        )
+        cause = plan.next.cause
+        if plan.next.at_ms is not None:
+            verdict, next_ms = Verdict.RETRY, plan.next.at_ms
+        elif (cause or "").startswith("final"):
+            verdict = Verdict.FAILED
+        elif result.outcome is Outcome.UNKNOWN:
+            verdict = Verdict.UNKNOWN
+        else:
+            verdict = Verdict.EXHAUSTED
+        if result.detail:
+            cause = f"{cause}; {result.transport_result.value}: {result.detail}"
+        else:
+            cause = f"{cause}; {result.transport_result.value} {status or ''}".rstrip()
+    headers = carry.headers()
+    attempt = attempt_record(
+        order,
+        result,
+        started_ms=sent.started_ms,
+        ended_ms=sent.ended_ms,
+        next_attempt_ms=next_ms,
+        error=sent.error,
+    )
+    emits = [router.emit(attempt, partition, headers=headers)]
+    if verdict is Verdict.RETRY:
+        assert next_ms is not None
+        follow = Carry(first_ms, carry.budget_base, carry.redrive_of)
+        retry = retry_order(order, next_ms)
+        emits.append(router.emit(retry, partition, headers=follow.headers()))
+        return Conclusion(verdict, emits, cause, status)
+    now_ms = sent.ended_ms
+    outcome = outcome_record(
+        order,
+        verdict,
+        first_attempt_ms=first_ms,
+        last_attempt_ms=sent.started_ms,
+        now_ms=now_ms,
+        http_status=status,
+        error=None if verdict is Verdict.SUCCEEDED else cause,
+    )
+    emits.append(router.emit(outcome, partition, headers=headers))
+    event = fire_event(order, verdict, now_ms=now_ms, http_status=status, cause=cause)
+    emits.append(router.emit(event, partition))
+    if verdict in (Verdict.EXHAUSTED, Verdict.UNKNOWN):
+        dlq_headers = [*headers, (H_DLQ_CAUSE, f"{verdict.value}: {cause}"[:500].encode())]
+        emits.append(router.emit(order, partition, topic=Topic.DLQ, headers=dlq_headers))
+    return Conclusion(verdict, emits, cause, status)
