@@ -7,8 +7,8 @@ Python function (straight-line code per field, no datum dict), byte-for-byte wha
 
 Supported: records, enums, ``["null", X]`` unions, string, bytes, long/int, double/float, boolean,
 map, array and ``timestamp-micros`` (aware datetimes); enums as ``StrEnum`` members (a member is
-its symbol) or symbol strings. Any other schema raises
-:class:`Unsupported` at compile time and the codec keeps fastavro for that type.
+its symbol) or symbol strings. A record whose schema uses anything else gets no writer
+(:func:`compile_writers` leaves it out) and the codec writes it through fastavro.
 
 Written records are remembered by identity — the last one of each type, and every one recently
 written of the value objects many triggers share (``shared``): when the same object is written
@@ -74,12 +74,19 @@ def instant_bytes(value: datetime) -> bytes:
 def compile_writers(
     schemas: dict[str, dict[str, Any]], shared: Collection[str] = ()
 ) -> dict[str, Body]:
-    """One body writer per top-level record schema, by the record's full name. The records named
-    in ``shared`` (the value objects many triggers share) remember the bytes of every object
-    recently written, not only of the last one."""
+    """One body writer per top-level record schema that these writers compile, by the record's
+    full name (the others are left out). The records named in ``shared`` (the value objects many
+    triggers share) remember the bytes of every object recently written, not only of the last
+    one."""
     gen = _Generator(frozenset(shared))
-    for schema in schemas.values():
-        gen.record(schema, "")
+    try:
+        for schema in schemas.values():
+            gen.record(schema, "")
+    except Unsupported:
+        schemas = {n: s for n, s in schemas.items() if _compiles(s)}
+        gen = _Generator(frozenset(shared))
+        for schema in schemas.values():
+            gen.record(schema, "")
     namespace: dict[str, Any] = {
         "_long": long_bytes,
         "_instant": instant_bytes,
@@ -92,6 +99,14 @@ def compile_writers(
     for name in schemas:
         writers[name] = namespace[f"body_{gen.ident[name]}"]
     return writers
+
+
+def _compiles(schema: dict[str, Any]) -> bool:
+    try:
+        _Generator(frozenset()).record(schema, "")
+    except Unsupported:
+        return False
+    return True
 
 
 class _Generator:

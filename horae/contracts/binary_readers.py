@@ -10,6 +10,9 @@ target) are read by their bytes: the record is first skipped (no object built, n
 and equal bytes seen before give the very object decoded then. A planner rebuilding a million
 definitions thus builds each distinct recurrence or policy once, and holds it once. The objects
 are frozen; a shared target's headers mapping is read-only by convention, like every event's.
+Each interned type has an :class:`InternTable` in the namespace of the readers compiled with it
+(so a codec owns its tables): bounded by two generations of ``INTERN_LIMIT`` encodings, the
+encodings met since the last turn survive it; :func:`intern_stats` reports them.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 
 from horae.contracts.binary import EPOCH, Unsupported
 
-INTERN_LIMIT = 65_536  # distinct values remembered per interned type (then it starts over)
+INTERN_LIMIT = 65_536  # encodings per generation of each interned type's table
 
 Read = Callable[[bytes, int], tuple[Any, int]]
 
@@ -99,11 +102,66 @@ def read_double(b: bytes, p: int) -> tuple[float, int]:
     return _UNPACK_DOUBLE(b, p)[0], p + 8
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class InternStats:
+    misses: int  # encodings decoded (every other read of the type was a hit)
+    size: int
+    evictions: int
+
+
+class InternTable:
+    """The records of one interned type by their encoding. Readers look ``young`` up directly (a
+    hit costs one dict lookup) and call :meth:`recall` on a miss: an encoding found in ``old``
+    moves to ``young``; one found nowhere is decoded. When ``young`` is full, ``old`` is dropped
+    and replaced by a copy of ``young``, which is emptied (the readers keep that very dict)."""
+
+    __slots__ = ("decode", "evictions", "limit", "misses", "old", "young")
+
+    def __init__(self, decode: Read, limit: int = INTERN_LIMIT) -> None:
+        self.decode = decode
+        self.limit = limit
+        self.young: dict[bytes, Any] = {}
+        self.old: dict[bytes, Any] = {}
+        self.misses = 0
+        self.evictions = 0
+
+    def recall(self, b: bytes, start: int, key: bytes) -> Any:
+        found = self.old.pop(key, None)
+        if found is None:
+            found, _ = self.decode(b, start)
+            self.misses += 1
+        if len(self.young) >= self.limit:
+            self.evictions += len(self.old)
+            self.old = self.young.copy()
+            self.young.clear()
+        self.young[key] = found
+        return found
+
+    def stats(self) -> InternStats:
+        return InternStats(self.misses, len(self.young) + len(self.old), self.evictions)
+
+
+def intern_stats(readers: Mapping[type, Read]) -> dict[str, InternStats]:
+    """The stats of the intern tables of readers from :func:`compile_readers`, by type name."""
+    tables: dict[str, InternStats] = {}
+    for read in readers.values():
+        for name, value in getattr(read, "__globals__", {}).items():
+            if isinstance(value, InternTable):
+                tables[name.removeprefix("_table_")] = value.stats()
+    return tables
+
+
 def compile_readers(types: Iterable[type], interned: Collection[type] = ()) -> dict[type, Read]:
-    """One reader per dataclass: ``read(data, offset) -> (instance, end offset)``; the records
-    of ``interned`` types are shared by their bytes (see the module docstring)."""
+    """One reader per dataclass whose fields these readers compile (the others are left out:
+    the codec reads them through fastavro): ``read(data, offset) -> (instance, end offset)``;
+    the records of ``interned`` types are shared by their bytes (see the module docstring)."""
+    types = tuple(types)
     gen = _ReaderGenerator(interned)
-    idents = {t: gen.record(t) for t in types}
+    try:
+        idents = {t: gen.record(t) for t in types}
+    except Unsupported:
+        gen = _ReaderGenerator(interned)
+        idents = {t: gen.record(t) for t in types if _compiles(t, interned)}
     namespace: dict[str, Any] = {
         "_long": read_long,
         "_bytes": read_bytes,
@@ -113,11 +171,21 @@ def compile_readers(types: Iterable[type], interned: Collection[type] = ()) -> d
         "_double": read_double,
         "_skip": skip_varint,
         "_skip_sized": skip_sized,
-        "_LIMIT": INTERN_LIMIT,
         **gen.constants,
     }
     exec(compile("\n".join(gen.lines), "<horae.contracts.binary_readers>", "exec"), namespace)
+    for ident in gen.interned_idents:
+        table = namespace[f"_table_{ident}"] = InternTable(namespace[f"decode_{ident}"])
+        namespace[f"_young_{ident}"] = table.young
     return {t: namespace[f"read_{ident}"] for t, ident in idents.items()}
+
+
+def _compiles(t: type, interned: Collection[type]) -> bool:
+    try:
+        _ReaderGenerator(interned).record(t)
+    except Unsupported:
+        return False
+    return True
 
 
 def skip_varint(b: bytes, p: int) -> int:
@@ -142,6 +210,7 @@ class _ReaderGenerator:
         self.constants: dict[str, Any] = {}
         self.ident: dict[type, str] = {}
         self.skips: set[type] = set()
+        self.interned_idents: list[str] = []
         self._n = 0
 
     def _fresh(self, stem: str) -> str:
@@ -163,7 +232,7 @@ class _ReaderGenerator:
         decoded = f"decode_{ident}" if cls in self.interned else f"read_{ident}"
         self.lines += [f"def {decoded}(b, p):", *body, *self._build(cls, ident, names), ""]
         if cls in self.interned:
-            self.constants[f"_seen_{ident}"] = {}
+            self.interned_idents.append(ident)
             self.lines += [
                 f"def read_{ident}(b, p):",
                 "    s = p",
@@ -171,12 +240,9 @@ class _ReaderGenerator:
                 "    if p > len(b):",
                 "        raise ValueError('record runs past the end')",
                 "    k = b[s:p]",
-                f"    o = _seen_{ident}.get(k)",
+                f"    o = _young_{ident}.get(k)",
                 "    if o is None:",
-                f"        o, _ = decode_{ident}(b, s)",
-                f"        if len(_seen_{ident}) >= _LIMIT:",
-                f"            _seen_{ident}.clear()",
-                f"        _seen_{ident}[k] = o",
+                f"        o = _table_{ident}.recall(b, s, k)",
                 "    return o, p",
                 "",
             ]

@@ -3,13 +3,15 @@ block-encoded maps and arrays are skipped right, and malformed input raises inst
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 
 from horae.contracts import events as ev
-from horae.contracts.binary import long_bytes
-from horae.contracts.binary_readers import compile_readers
+from horae.contracts.binary import compile_writers, long_bytes
+from horae.contracts.binary_readers import compile_readers, intern_stats
 from horae.contracts.codec import CurrentSchemas
 
 CURRENT = CurrentSchemas.load()
@@ -79,3 +81,46 @@ def test_a_map_written_in_sized_blocks_is_skipped_and_read_alike() -> None:
 def test_malformed_interned_records_raise(body: bytes) -> None:
     with pytest.raises((ValueError, IndexError)):
         READ_TARGET(body, 0)
+
+
+def test_the_intern_table_is_bounded_keeps_recent_encodings_and_counts() -> None:
+    readers = compile_readers([ev.TriggerDefinition], ev.INTERNED)
+    read = readers[ev.TriggerDefinition]
+    table = read.__globals__["_table_Recurrence"]
+    table.limit = 2
+    bodies = [_body(_definition(i, f"{i} 0 * * *")) for i in range(4)]
+    first, _ = read(bodies[0], 0)
+    read(bodies[1], 0)
+    again, _ = read(bodies[0], 0)  # young: the same object
+    assert again.recurrence is first.recurrence
+    read(bodies[2], 0)  # young was full: it turns old
+    read(bodies[3], 0)
+    assert read(bodies[0], 0)[0].recurrence is first.recurrence  # from the old generation
+    stats = intern_stats(readers)["Recurrence"]  # that turn dropped bodies[1]'s
+    assert (stats.misses, stats.size, stats.evictions) == (4, 3, 1)
+    read(bodies[1], 0)  # decoded anew
+    assert intern_stats(readers)["Recurrence"].misses == 5
+
+
+@dataclass(frozen=True, slots=True)
+class _Odd:
+    name: str
+    amount: Decimal
+
+
+def test_a_type_the_readers_do_not_compile_is_left_out() -> None:
+    readers = compile_readers([ev.Quotas, _Odd], ev.INTERNED)
+    assert list(readers) == [ev.Quotas]
+
+
+def test_a_schema_the_writers_do_not_compile_is_left_out() -> None:
+    odd = {
+        "type": "record",
+        "name": "Odd",
+        "namespace": "t",
+        "fields": [{"name": "x", "type": ["null", "string", "long"]}],
+    }
+    name = "horae.events.TriggerDefinition"
+    writers = compile_writers({"t.Odd": odd, name: CURRENT.raw[ev.TriggerDefinition]})
+    assert list(writers) == [name]
+    assert writers[name](_definition(1)) == _body(_definition(1))
