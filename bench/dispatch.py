@@ -163,12 +163,12 @@ def env_for(bootstrap: str, prefix: str, slot: str) -> dict[str, str]:
         HORAE_KAFKA_BOOTSTRAP=bootstrap,
         HORAE_TOPIC_PREFIX=prefix,
         HORAE_TOPIC_PARTITIONS=str(PARTITIONS),
-        HORAE_DISPATCH_ALLOW='["127.0.0.1/32"]',
-        HORAE_WEBHOOK_SECRETS=json.dumps({"bench": SECRET}),
-        HORAE_DISPATCH_TENANT_RATE="1000000",
-        HORAE_DISPATCH_TENANT_INFLIGHT="256",
-        HORAE_DISPATCH_MAX_INFLIGHT="256",
-        HORAE_CALLBACK_SECRET="bench",
+        HORAE_DISPATCHER_ALLOW='["127.0.0.1/32"]',
+        HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps({"bench": SECRET}),
+        HORAE_DISPATCHER_TENANT_RATE="1000000",
+        HORAE_DISPATCHER_TENANT_INFLIGHT="256",
+        HORAE_DISPATCHER_MAX_INFLIGHT="256",
+        HORAE_DISPATCHER_CALLBACK_SECRET="bench",
         HORAE_DISPATCHER_SLOT=slot,
         HORAE_LOG_LEVEL="WARNING",
     )
@@ -268,7 +268,7 @@ def profiled(bootstrap: str, prefix: str, port: int, until: int) -> dict[str, fl
     from horae.streams.dispatcher.config import DispatcherConfig
     from horae.streams.dispatcher.worker import Dispatcher
 
-    d = Dispatcher(DispatcherConfig.from_settings(Settings(), bootstrap, "p"))
+    d = Dispatcher(DispatcherConfig.from_settings(Settings(), bootstrap))
     loop_prof, pump_prof, commit_prof = cProfile.Profile(), cProfile.Profile(), cProfile.Profile()
     pump_run, commit_loop = d.pump.run, d.pump._commit_loop
 

@@ -1,8 +1,9 @@
 """Failpoints: named places where a process can be made to die, for crash tests.
 
-``HORAE_FAILPOINTS="before_commit=0.05,after_commit=0.05"`` makes :func:`failpoint` SIGKILL the
-process itself with the given probability at each named point. Unset (the default, and always in
-production), every failpoint is a no-op costing one dict lookup.
+:func:`arm` with ``"before_commit=0.05,after_commit=0.05"`` (the CLI passes the ``failpoints``
+setting, ``HORAE_FAILPOINTS``) makes :func:`failpoint` SIGKILL the process itself with the given
+probability at each named point (a point without ``=p`` always dies). Unarmed (the default, and
+always in production), every failpoint is a no-op costing one dict lookup.
 """
 
 from __future__ import annotations
@@ -12,9 +13,21 @@ import random
 import signal
 
 _POINTS: dict[str, float] = {}
-for _item in filter(None, os.environ.get("HORAE_FAILPOINTS", "").split(",")):
-    _name, _, _p = _item.partition("=")
-    _POINTS[_name.strip()] = float(_p or "1")
+
+
+def arm(spec: str) -> None:
+    """Replace the armed failpoints by those of ``spec`` (``name=probability,...``; empty: none)."""
+    points = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, p = item.partition("=")
+        points[name.strip()] = float(p or "1")
+    _POINTS.clear()
+    _POINTS.update(points)
+
+
+def armed() -> dict[str, float]:
+    """The armed failpoints and their probabilities."""
+    return dict(_POINTS)
 
 
 def failpoint(name: str) -> None:

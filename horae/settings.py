@@ -1,125 +1,281 @@
-"""The one configuration object of Horae (pydantic-settings, env prefix ``HORAE_``)."""
+"""The one configuration object of Horae (pydantic-settings).
+
+:class:`Settings` holds the knobs every process shares and one section per process or area
+(``planner``, ``dispatcher``, ``projector``, ``next``, ``demo``, ``dev``). Each field reads one
+environment variable: ``HORAE_<FIELD>`` for the shared ones, ``HORAE_<SECTION>_<FIELD>`` for a
+section's (``settings.planner.tick_s`` <- ``HORAE_PLANNER_TICK_S``). This module is the only place
+that reads ``HORAE_*``; the CLI derives each command's flags from the same fields
+(:mod:`horae.cli.common`), and everything else is handed the values it needs.
+
+Keys and secrets are :class:`~pydantic.SecretStr` (``repr`` and ``str`` show ``**********``;
+``.get_secret_value()`` reads them); the database URL, which may hold a password, is left out of
+``repr`` too.
+"""
 
 from __future__ import annotations
 
+import socket
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from horae.paths import default_cache_dir, default_state_dir
+
+#: The shape of the tenants' definition keys once read: tenant -> key id -> key bytes.
+TenantKeyBytes = dict[str, dict[str, bytes]]
+
+
+class PlannerSettings(BaseSettings):
+    """``horae planner`` (``HORAE_PLANNER_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_PLANNER_", extra="ignore")
+
+    slot: str = Field(
+        default_factory=socket.gethostname,
+        description="stable worker slot; the transactional.id derives from it (default: host name)",
+    )
+    tick_s: float = Field(default=1.0, description="seconds between decision ticks")
+    epsilon_s: float = Field(default=0.0, description="decide the instants due at now - epsilon")
+    max_skew_s: float = Field(default=2.0, description="clock gate bound against the broker")
+    session_timeout_ms: int = Field(default=10_000, description="consumer group session timeout")
+    metrics_port: int = Field(
+        default=0, description="serve /metrics on 127.0.0.1 at this port; 0: not served"
+    )
+
+
+class DispatcherSettings(BaseSettings):
+    """``horae dispatcher`` (``HORAE_DISPATCHER_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_DISPATCHER_", extra="ignore")
+
+    slot: str = Field(
+        default_factory=socket.gethostname,
+        description="stable worker slot; group instance and transactional.id derive from it "
+        "(default: host name)",
+    )
+    metrics_port: int = Field(
+        default=0, description="serve /metrics on 127.0.0.1 at this port; 0: not served"
+    )
+    callback_port: int | None = Field(
+        default=None,
+        description="serve outcome callbacks (POST /v1/outcomes) on this port (0: any free "
+        "port); unset: not served",
+    )
+    callback_host: str = Field(default="127.0.0.1", description="address of the callback server")
+    max_inflight: int = Field(default=256, description="concurrent sends of this process")
+    session_timeout_ms: int = Field(default=10_000, description="consumer group session timeout")
+    connect_timeout_s: float = Field(default=5.0, description="outbound connect limit")
+    read_timeout_s: float = Field(default=10.0, description="outbound read limit")
+    deadline_s: float = Field(default=30.0, description="limit on a whole attempt")
+    max_body_bytes: int = Field(default=65_536, description="response bytes read at most")
+    tenant_rate: float = Field(
+        default=100.0, description="default per-tenant dispatch quota (dispatches/s)"
+    )
+    tenant_inflight: int = Field(
+        default=64, description="default per-tenant limit on concurrent sends (hard)"
+    )
+    tenant_limits: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description='per-tenant overrides, JSON {tenant: {"rate": r, "inflight": n}}',
+    )
+    catchup_share: float = Field(
+        default=0.1, description="share of a tenant's dispatch quota catch-up may use (hard cap)"
+    )
+    breaker_threshold: int = Field(
+        default=5, description="consecutive failed fires that pause a trigger (0: never)"
+    )
+    allow: list[str] = Field(
+        default_factory=list,
+        description="allowlist of non-public targets, JSON list of CIDRs and/or host:port "
+        '(e.g. ["127.0.0.1/32"]) for local demos and tests; empty in production',
+    )
+    webhook_secrets: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description='webhook signing secrets by ref, JSON {ref: "whsec_..."}; Target.secret_refs '
+        "name them (current first)",
+    )
+    callback_secret: SecretStr | None = Field(
+        default=None,
+        description="HMAC key of outcome-callback tokens; unset: random per process (callbacks "
+        "then only verify at the dispatcher that issued them)",
+    )
+    callback_ttl_s: int = Field(default=3600, description="how long a callback token is valid")
+
+
+class ProjectorSettings(BaseSettings):
+    """``horae projector`` (``HORAE_PROJECTOR_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_PROJECTOR_", extra="ignore")
+
+    batch_records: int = Field(default=5000, description="records per batch at most")
+    batch_ms: int = Field(default=200, description="milliseconds to fill a batch at most")
+    session_timeout_ms: int = Field(default=10_000, description="consumer group session timeout")
+    instance_id: str | None = Field(
+        default=None,
+        description="static group membership id (a restart keeps its partitions without a "
+        "rebalance), unique per running projector; unset: dynamic membership",
+    )
+    metrics_port: int = Field(
+        default=0, description="serve /metrics on 127.0.0.1 at this port; 0: not served"
+    )
+
+
+class NextSettings(BaseSettings):
+    """``horae next`` (``HORAE_NEXT_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_NEXT_", extra="ignore")
+
+    zone: str = Field(default="UTC", description="IANA time zone")
+    after: str | None = Field(
+        default=None, description="RFC 3339 instant to start after; unset: now"
+    )
+    count: int = Field(default=5, description="how many instants, 1..1000")
+    local: bool = Field(
+        default=False, description="also print local wall time, offset, tzdata and DST notes"
+    )
+    dst_gap: str = Field(
+        default="shift", description="shift|skip for fixed-time jobs in a spring-forward gap"
+    )
+    dst_repeat: str = Field(
+        default="first", description="first|both for fixed-time jobs in a fall-back repeat"
+    )
+    jsonl: bool = Field(
+        default=False, description="read JSON request lines on stdin, write one JSON line each"
+    )
+
+
+class DemoSettings(BaseSettings):
+    """``horae demo`` (``HORAE_DEMO_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_DEMO_", extra="ignore")
+
+    expr: str = Field(default="*/5 * * * * *", description="the demo trigger's cron expression")
+    seconds: float = Field(default=0.0, description="stop after this long; 0: until Ctrl-C")
+    log_level: str = Field(default="WARNING", description="log level of the demo's processes")
+
+
+class DevSettings(BaseSettings):
+    """The local stack, ``horae dev`` (``HORAE_DEV_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_DEV_", extra="ignore")
+
+    kafka_port: int = Field(default=19092, description="port of the local Kafka broker")
+    kafka_controller_port: int = Field(
+        default=19093, description="port of the local Kafka controller"
+    )
+    postgres_port: int = Field(default=15432, description="port of the local PostgreSQL")
+    kafka_version: str = Field(default="4.1.1", description="Kafka version of the local broker")
+    kafka_heap: str = Field(default="512m", description="heap of the local broker's JVM")
 
 
 class Settings(BaseSettings):
-    """Every knob of every Horae process. Each field reads ``HORAE_<NAME>`` from the environment."""
+    """Every knob of every Horae process: the shared ones (``HORAE_<FIELD>``) and one section
+    per process or area (``HORAE_<SECTION>_<FIELD>``)."""
 
     model_config = SettingsConfigDict(env_prefix="HORAE_", extra="ignore")
 
     # --- services -------------------------------------------------------------------------
     kafka_bootstrap: str | None = Field(
         default=None,
-        description="Kafka bootstrap servers. Unset: the local stack (horae dev up) is used.",
+        description="Kafka bootstrap servers; unset: the local stack (horae dev up)",
     )
     database_url: str | None = Field(
         default=None,
-        description="PostgreSQL URL. Unset: the local stack's throwaway cluster is used.",
+        repr=False,  # may hold a password
+        description="PostgreSQL URL; unset: the local stack's throwaway cluster",
     )
     schema_registry_url: str | None = Field(
         default=None,
-        description="Confluent-compatible schema registry; unset: the committed catalogue.",
+        description="Confluent-compatible schema registry; unset: the committed catalogue",
     )
-    topic_prefix: str = Field(default="horae.", description="Prefix of every Horae topic name.")
+    topic_prefix: str = Field(default="horae.", description="prefix of every Horae topic name")
     topic_partitions: int = Field(
-        default=12, description="Partitions of each trigger-partitioned topic (horae topics apply)."
+        default=12,
+        description="partitions of each trigger-partitioned topic (co-partitioning relies on "
+        "one count)",
     )
     topic_replication_factor: int | None = Field(
-        default=None, description="Replication factor of Horae topics; unset: min(3, brokers)."
+        default=None, description="replication factor of Horae topics; unset: min(3, brokers)"
     )
-    tenant_keys: dict[str, dict[str, str]] = Field(
-        default_factory=dict,
-        description="Ingress keys per tenant as JSON {tenant: {key_id: secret}}: definitions and "
-        "commands produced to Kafka must be signed with one of their tenant's keys.",
-    )
-
-    # --- projections (read models) -------------------------------------------------------
     projection_schema: str = Field(
-        default="horae", description="PostgreSQL schema of the live read models."
-    )
-    projector_metrics_port: int | None = Field(
-        default=None, description="Port of the projector's /metrics (unset: not served)."
+        default="horae", description="PostgreSQL schema of the live read models"
     )
 
-    # --- local stack ----------------------------------------------------------------------
-    state_dir: Path = Field(
-        default=PROJECT_ROOT / ".horae",
-        description="Where the local stack keeps jars, Kafka logs and the PostgreSQL cluster.",
-    )
-    dev_kafka_port: int = 19092
-    dev_kafka_controller_port: int = 19093
-    dev_postgres_port: int = 15432
-    dev_kafka_version: str = "4.1.1"
-    dev_kafka_heap: str = "512m"
-
-    # --- domain limits --------------------------------------------------------------------
-    min_interval_s: int = Field(default=60, description="Smallest `every` interval accepted.")
-
-    # --- dispatcher (horae dispatcher) ------------------------------------------------------
-    dispatch_allow: list[str] = Field(
-        default_factory=list,
-        description="Allowlist of non-public targets, JSON list of CIDRs and/or host:port "
-        '(e.g. ["127.0.0.1/32"]) for local demos and tests; empty in production.',
-    )
-    dispatch_connect_timeout_s: float = Field(default=5.0, description="Outbound connect limit.")
-    dispatch_read_timeout_s: float = Field(default=10.0, description="Outbound read limit.")
-    dispatch_deadline_s: float = Field(default=30.0, description="Limit on a whole attempt.")
-    dispatch_max_body_bytes: int = Field(default=65_536, description="Response bytes read.")
-    dispatch_max_inflight: int = Field(default=256, description="Concurrent sends per process.")
-    dispatch_tenant_rate: float = Field(
-        default=100.0, description="Default per-tenant dispatch quota (dispatches/s)."
-    )
-    dispatch_tenant_inflight: int = Field(
-        default=64, description="Default per-tenant limit on concurrent sends (hard)."
-    )
-    dispatch_tenant_limits: dict[str, dict[str, float]] = Field(
+    # --- keys -----------------------------------------------------------------------------
+    tenant_keys: dict[str, dict[str, SecretStr]] = Field(
         default_factory=dict,
-        description='Per-tenant overrides, JSON {tenant: {"rate": r, "inflight": n}}.',
+        description="ingress keys per tenant as JSON {tenant: {key_id: secret}}: definitions and "
+        "commands produced to Kafka must be signed with one of their tenant's keys",
     )
-    dispatch_catchup_share: float = Field(
-        default=0.1, description="Share of a tenant's dispatch quota catch-up may use (hard cap)."
-    )
-    dispatch_breaker_threshold: int = Field(
-        default=5, description="Consecutive failed fires that pause a trigger (0: never)."
-    )
-    webhook_secrets: dict[str, str] = Field(
-        default_factory=dict,
-        description='Webhook signing secrets by ref, JSON {ref: "whsec_..."}; Target.secret_refs '
-        "name them (current first).",
-    )
-    callback_secret: str | None = Field(
-        default=None,
-        description="HMAC key of outcome-callback tokens; unset: random per process (callbacks "
-        "then only verify at the dispatcher that issued them).",
-    )
-    callback_ttl_s: int = Field(default=3600, description="How long a callback token is valid.")
     platform_key_id: str = Field(
-        default="horae-platform", description="Key id of the platform's definition-signing key."
+        default="horae-platform", description="key id of the platform's definition-signing key"
     )
-    platform_key: str | None = Field(
+    platform_key: SecretStr | None = Field(
         default=None,
-        description="Platform signing key (the breaker signs paused versions with it). When set, "
-        "it is added to every tenant's map in tenant_keys, so planners accept those versions.",
+        description="platform signing key (the breaker signs paused versions with it); when set, "
+        "it is added to every tenant's map in tenant_keys, so planners accept those versions",
     )
-    dispatcher_metrics_port: int | None = Field(
-        default=None, description="Port of the dispatcher's /metrics (unset: not served)."
+
+    # --- every process --------------------------------------------------------------------
+    min_interval_s: int = Field(default=60, description="smallest `every` interval accepted")
+    log_level: str = Field(default="INFO", description="log level of the processes")
+    codec: Literal["compiled", "fastavro"] = Field(
+        default="compiled",
+        description="body code of the wire codec: the compiled one, or fastavro (for bisecting)",
     )
+    failpoints: str = Field(
+        default="",
+        description='crash tests only: "name=probability,..." (see horae.failpoints); empty: none',
+    )
+    state_dir: Path = Field(
+        default_factory=default_state_dir,
+        description="where the local stack keeps Kafka logs and the PostgreSQL cluster",
+    )
+    cache_dir: Path = Field(
+        default_factory=default_cache_dir,
+        description="where downloaded artefacts (the local stack's Kafka jars) are kept",
+    )
+
+    # --- sections -------------------------------------------------------------------------
+    planner: PlannerSettings = Field(default_factory=PlannerSettings)
+    dispatcher: DispatcherSettings = Field(default_factory=DispatcherSettings)
+    projector: ProjectorSettings = Field(default_factory=ProjectorSettings)
+    next: NextSettings = Field(default_factory=NextSettings)
+    demo: DemoSettings = Field(default_factory=DemoSettings)
+    dev: DevSettings = Field(default_factory=DevSettings)
 
     @model_validator(mode="after")
     def _platform_key_in_every_tenant(self) -> Settings:
-        if self.platform_key:
+        if self.platform_key is not None:
             for keys in self.tenant_keys.values():
                 keys.setdefault(self.platform_key_id, self.platform_key)
         return self
+
+    def tenant_key_bytes(self) -> TenantKeyBytes:
+        """The tenants' definition keys as bytes (the platform key included, see above)."""
+        return {
+            tenant: {key_id: key.get_secret_value().encode() for key_id, key in keys.items()}
+            for tenant, keys in self.tenant_keys.items()
+        }
+
+
+#: The sections of :class:`Settings`, by attribute name.
+SECTIONS: dict[str, type[BaseSettings]] = {
+    "planner": PlannerSettings,
+    "dispatcher": DispatcherSettings,
+    "projector": ProjectorSettings,
+    "next": NextSettings,
+    "demo": DemoSettings,
+    "dev": DevSettings,
+}
+
+
+def env_name(model: type[BaseSettings], field: str) -> str:
+    """The environment variable a field of ``model`` (Settings or a section) reads."""
+    return f"{model.model_config.get('env_prefix', '')}{field}".upper()
 
 
 @lru_cache(maxsize=1)

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import settings
 
 from horae.devstack.stack import Endpoints, LocalStack
-from horae.settings import Settings
+from horae.settings import DevSettings, Settings
 from tests.topics import delete_topics_under
 
 # ``./scripts/test`` (and so CI) runs the property tests derandomized: the same examples every run,
@@ -62,7 +62,7 @@ def stack() -> Iterator[Endpoints]:
         for name, port in zip(PORT_VARIABLES, free_ports(len(PORT_VARIABLES)), strict=True)
     )
     settings = Settings(
-        dev_kafka_port=kafka, dev_kafka_controller_port=controller, dev_postgres_port=postgres
+        dev=DevSettings(kafka_port=kafka, kafka_controller_port=controller, postgres_port=postgres)
     )
     state_dir = Path(tempfile.mkdtemp(prefix=f"horae-test-{os.getpid()}-"))
     local = LocalStack.from_settings(settings, state_dir=state_dir)

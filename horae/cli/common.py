@@ -1,29 +1,101 @@
-"""Helpers shared by the CLI subcommands: env fallbacks, service endpoints, metrics."""
+"""Helpers shared by the CLI subcommands: flags derived from the settings, service endpoints,
+logging, metrics.
+
+A command's flags come from the fields of :class:`~horae.settings.Settings` (:func:`add_flags`):
+``--tick-s`` for ``planner.tick_s``, its help the field's description plus its environment
+variable and default. A flag given on the command line overrides the environment; the entry point
+applies them with :func:`settings_from_args` and hands the command the result.
+"""
 
 from __future__ import annotations
 
+import argparse
 import logging
-import os
+import types
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
 
 from prometheus_client import CollectorRegistry, start_http_server
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings
 
 from horae.devstack import StackError
 from horae.devstack.probe import database_healthy, kafka_healthy
 from horae.devstack.stack import LocalStack
-from horae.settings import Settings
+from horae.settings import SECTIONS, Settings, env_name
+
+#: argparse dest of a generated flag: ``setting:<section>.<field>``, or ``setting:<field>``
+_DEST = "setting:"
+_SCALARS = (str, int, float, bool, Path)
 
 
-def setup_logging(process: str) -> None:
-    """Log lines tagged with the process name, at ``HORAE_LOG_LEVEL`` (default INFO)."""
-    logging.basicConfig(
-        level=os.environ.get("HORAE_LOG_LEVEL", "INFO"),
-        format=f"%(asctime)s %(levelname)s {process} %(message)s",
-    )
+def _flag_type(annotation: Any) -> Any:
+    """The scalar type behind ``annotation`` (``X | None`` unwrapped), a ``Literal``, or None
+    for what a flag does not carry (lists, maps, secrets: those are set through the env)."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        rest = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = rest[0] if len(rest) == 1 else None
+    if get_origin(annotation) is Literal or annotation in _SCALARS:
+        return annotation
+    return None
 
 
-def env_default(name: str, default: str) -> str:
-    """A flag's default: the environment variable ``name`` if set, else ``default``."""
-    return os.environ.get(name, default)
+def _help(model: type[BaseSettings], name: str, field: FieldInfo) -> str:
+    if field.default_factory is not None:
+        default = ""
+    elif field.default is None:
+        default = ", default unset"
+    else:
+        default = f", default {field.default}"
+    text = f"{field.description or name} [env {env_name(model, name)}{default}]"
+    return text.replace("%", "%%")
+
+
+def add_flags(
+    parser: argparse.ArgumentParser, section: str | None, only: Iterable[str] | None = None
+) -> None:
+    """Add a ``--field-name`` flag for each scalar field of a settings section (``None``: the
+    shared fields of :class:`Settings`; ``only`` picks some of them)."""
+    model: type[BaseSettings] = SECTIONS[section] if section else Settings
+    names = list(only) if only is not None else list(model.model_fields)
+    for name in names:
+        field = model.model_fields[name]
+        kind = _flag_type(field.annotation)
+        if kind is None:
+            if only is not None:
+                raise TypeError(f"{model.__name__}.{name} cannot be a flag")
+            continue
+        flag = "--" + name.replace("_", "-")
+        dest = f"{_DEST}{section}.{name}" if section else f"{_DEST}{name}"
+        common: dict[str, Any] = {"dest": dest, "default": argparse.SUPPRESS}
+        common["help"] = _help(model, name, field)
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **common)
+        elif get_origin(kind) is Literal:
+            parser.add_argument(flag, choices=get_args(kind), **common)
+        else:
+            unit = name.rpartition("_")[2]
+            metavar = "SECONDS" if unit == "s" else unit.upper()
+            parser.add_argument(flag, type=kind, metavar=metavar, **common)
+
+
+def settings_from_args(args: argparse.Namespace, base: Settings) -> Settings:
+    """``base`` with the flags given on the command line (see :func:`add_flags`) applied."""
+    shared: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {}
+    for dest, value in vars(args).items():
+        if dest.startswith(_DEST):
+            section, _, name = dest.removeprefix(_DEST).rpartition(".")
+            (sections.setdefault(section, {}) if section else shared)[name] = value
+    for section, values in sections.items():
+        shared[section] = getattr(base, section).model_copy(update=values)
+    return base.model_copy(update=shared) if shared else base
+
+
+def setup_logging(process: str, level: str) -> None:
+    """Log lines tagged with the process name, at ``level`` (``Settings.log_level``)."""
+    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s {process} %(message)s")
 
 
 def require_services(settings: Settings, need_database: bool = True) -> tuple[str, str]:
@@ -46,8 +118,10 @@ def require_services(settings: Settings, need_database: bool = True) -> tuple[st
 
 
 def serve_metrics(port: int, registry: CollectorRegistry) -> None:
-    """Serve ``registry`` on ``http://127.0.0.1:<port>/metrics`` from a daemon thread."""
-    start_http_server(port, addr="127.0.0.1", registry=registry)
+    """Serve ``registry`` on ``http://127.0.0.1:<port>/metrics`` from a daemon thread; port 0:
+    not served (every process's ``metrics_port`` means the same)."""
+    if port:
+        start_http_server(port, addr="127.0.0.1", registry=registry)
 
 
 def ensure_topics(settings: Settings, bootstrap: str) -> None:

@@ -23,11 +23,13 @@ from contextlib import suppress
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from horae.cli.common import ensure_topics, env_default, require_services
+from pydantic import SecretStr
+
+from horae.cli.common import add_flags, ensure_topics, require_services
 from horae.cli.demo_receiver import DemoReceiver
 from horae.client import HoraeClient
 from horae.contracts import events as ev
-from horae.settings import get_settings
+from horae.settings import Settings
 
 TENANT = "demo"
 KEY_ID = "demo-1"
@@ -35,22 +37,11 @@ KEY_ID = "demo-1"
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("demo", help="run every process and watch a demo trigger fire")
-    p.add_argument(
-        "--expr",
-        default=env_default("HORAE_DEMO_EXPR", "*/5 * * * * *"),
-        help="the demo trigger's cron expression (env HORAE_DEMO_EXPR)",
-    )
-    p.add_argument(
-        "--seconds",
-        type=float,
-        default=float(env_default("HORAE_DEMO_SECONDS", "0")),
-        help="stop after this long; 0 = until Ctrl-C (env HORAE_DEMO_SECONDS)",
-    )
+    add_flags(p, "demo")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    settings = get_settings()
+def run(settings: Settings, args: argparse.Namespace) -> int:
     bootstrap, database_url = require_services(settings)
     ensure_topics(settings, bootstrap)
     secret = secrets.token_hex(16)
@@ -61,12 +52,12 @@ def run(args: argparse.Namespace) -> int:
         os.environ,
         HORAE_KAFKA_BOOTSTRAP=bootstrap,
         HORAE_DATABASE_URL=database_url,
-        HORAE_TENANT_KEYS=json.dumps({TENANT: {KEY_ID: secret}, **settings.tenant_keys}),
+        HORAE_TENANT_KEYS=json.dumps({**_plain(settings.tenant_keys), TENANT: {KEY_ID: secret}}),
         HORAE_MIN_INTERVAL_S="1",
-        HORAE_DISPATCH_ALLOW=json.dumps(["127.0.0.1/32"]),
-        HORAE_WEBHOOK_SECRETS=json.dumps({"demo": whsec}),
-        HORAE_CALLBACK_SECRET=secrets.token_hex(16),
-        HORAE_LOG_LEVEL=os.environ.get("HORAE_LOG_LEVEL", "WARNING"),
+        HORAE_DISPATCHER_ALLOW=json.dumps(["127.0.0.1/32"]),
+        HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps({"demo": whsec}),
+        HORAE_DISPATCHER_CALLBACK_SECRET=secrets.token_hex(16),
+        HORAE_LOG_LEVEL=settings.demo.log_level,
     )
     known = _subcommands()
     names = [n for n in ("planner", "projector", "dispatcher") if n in known]
@@ -83,14 +74,20 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    client = HoraeClient(bootstrap, tenant=TENANT, key_id=KEY_ID, key=secret.encode())
+    client = HoraeClient(
+        bootstrap,
+        tenant=TENANT,
+        key_id=KEY_ID,
+        key=secret.encode(),
+        prefix=settings.topic_prefix,
+    )
     trigger_id = f"heartbeat-{secrets.token_hex(3)}"
     definition = ev.TriggerDefinition(
         tenant=TENANT,
         trigger_id=trigger_id,
         version=1,
         state=ev.DefinitionState.LIVE,
-        recurrence=ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=args.expr),
+        recurrence=ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=settings.demo.expr),
         target=ev.Target(kind=ev.TargetKind.EVENT, topic="demo.heartbeats"),
         authored_at=ev_now(),
         author="horae-demo",
@@ -106,9 +103,9 @@ def run(args: argparse.Namespace) -> int:
     client.put(webhook)
     print(
         f"demo: triggers {TENANT}/{trigger_id} (event) and {TENANT}/{webhook.trigger_id} "
-        f"(webhook to {receiver.url}) are live, {args.expr!r} UTC:"
+        f"(webhook to {receiver.url}) are live, {settings.demo.expr!r} UTC:"
     )
-    deadline = time.monotonic() + args.seconds if args.seconds else float("inf")
+    deadline = time.monotonic() + settings.demo.seconds if settings.demo.seconds else float("inf")
     fired = 0
     try:
         while not stop and time.monotonic() < deadline:
@@ -144,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
                 child.wait(30)
     print(f"demo: {fired} fires seen; processes stopped (`horae dev down` stops the stack)")
     return 0 if fired else 1
+
+
+def _plain(keys: dict[str, dict[str, SecretStr]]) -> dict[str, dict[str, str]]:
+    return {t: {k: v.get_secret_value() for k, v in ks.items()} for t, ks in keys.items()}
 
 
 def ev_now() -> datetime:

@@ -6,9 +6,10 @@ import argparse
 import sys
 import time
 
+from horae.cli.common import add_flags
 from horae.devstack import StackError
 from horae.devstack.stack import LocalStack
-from horae.settings import get_settings
+from horae.settings import Settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,11 +20,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ("down", _down, "stop both; leaves no java or postgres process behind"),
         ("status", _status, "print each part's endpoint and health; exit 1 if one is down"),
     ):
-        sub.add_parser(name, help=text, description=text).set_defaults(func=func)
-
-
-def _stack() -> LocalStack:
-    return LocalStack.from_settings(get_settings())
+        action = sub.add_parser(name, help=text, description=text)
+        add_flags(action, "dev")
+        add_flags(action, None, only=["state_dir", "cache_dir"])
+        action.set_defaults(func=func)
 
 
 def _print_endpoints(stack: LocalStack, health: dict[str, bool] | None = None) -> None:
@@ -37,8 +37,8 @@ def _print_endpoints(stack: LocalStack, health: dict[str, bool] | None = None) -
         print(f"{name:9} {where:45} {origin:8} {state}".rstrip())
 
 
-def _up(args: argparse.Namespace) -> int:
-    stack = _stack()
+def _up(settings: Settings, args: argparse.Namespace) -> int:
+    stack = LocalStack.from_settings(settings)
     started = time.monotonic()
     try:
         stack.up()
@@ -55,8 +55,8 @@ def _up(args: argparse.Namespace) -> int:
     return 0 if all(health.values()) else 1
 
 
-def _down(args: argparse.Namespace) -> int:
-    stack = _stack()
+def _down(settings: Settings, args: argparse.Namespace) -> int:
+    stack = LocalStack.from_settings(settings)
     try:
         stack.down()
     except StackError as exc:
@@ -66,8 +66,8 @@ def _down(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(args: argparse.Namespace) -> int:
-    stack = _stack()
+def _status(settings: Settings, args: argparse.Namespace) -> int:
+    stack = LocalStack.from_settings(settings)
     health = stack.status()
     _print_endpoints(stack, health)
     return 0 if all(health.values()) else 1

@@ -1,8 +1,9 @@
 """Entry point of the ``horae`` CLI.
 
 Every module in :mod:`horae.cli` that defines ``register(subparsers)`` contributes subcommands; a
-subcommand sets ``func`` (taking the parsed namespace, returning an exit code) with
-``parser.set_defaults(func=...)``. Flags take their defaults from the environment (``HORAE_*``).
+subcommand sets ``func`` with ``parser.set_defaults(func=...)``: it takes the settings (the
+environment, ``HORAE_*``, with the command's flags applied) and the parsed namespace, and returns
+an exit code.
 """
 
 from __future__ import annotations
@@ -14,9 +15,14 @@ import sys
 from collections.abc import Sequence
 
 from confluent_kafka import KafkaException
+from pydantic import ValidationError
 
 import horae.cli
+from horae import failpoints
+from horae.cli.common import settings_from_args
+from horae.contracts.codec import set_wire_mode, use_schema_registry
 from horae.devstack import StackError
+from horae.settings import Settings, get_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +40,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def configure_process(settings: Settings) -> None:
+    """Hand the process-wide settings to the layers that keep them (they read no settings)."""
+    set_wire_mode(settings.codec)
+    use_schema_registry(settings.schema_registry_url)
+    failpoints.arm(settings.failpoints)
+
+
+def _invalid(exc: ValidationError) -> str:
+    where = exc.title.removesuffix("Settings").lower() or "shared"
+    what = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    return f"invalid {where} settings: {what}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -42,7 +61,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        code: int = func(args)
+        settings = settings_from_args(args, get_settings())
+    except ValidationError as exc:
+        print(f"horae {args.command}: {_invalid(exc)}", file=sys.stderr)
+        return 2
+    configure_process(settings)
+    try:
+        code: int = func(settings, args)
     except KeyboardInterrupt:
         return 130
     except (StackError, KafkaException) as exc:  # a setup problem: say what, not where

@@ -10,9 +10,9 @@ EXPR is any expression of :func:`horae.domain.parse_expression`: cron (5 or 6 fi
 ``@every 90s [from T]`` or ``@at T[,T...]``. Instants print one per line as RFC 3339 UTC
 (``2026-03-08T07:00:00Z``); ``--local`` appends the local wall time with its offset, the tzdata
 release and any DST note. ``--after`` (default: now) takes RFC 3339; without an offset it is a
-wall time in ``--zone``. Every flag has an environment fallback: ``HORAE_NEXT_ZONE``,
-``HORAE_NEXT_AFTER``, ``HORAE_NEXT_COUNT``, ``HORAE_NEXT_LOCAL``, ``HORAE_NEXT_DST_GAP``,
-``HORAE_NEXT_DST_REPEAT``.
+wall time in ``--zone``. Every flag has an environment fallback (the ``next`` section of the
+settings): ``HORAE_NEXT_ZONE``, ``HORAE_NEXT_AFTER``, ``HORAE_NEXT_COUNT``, ``HORAE_NEXT_LOCAL``,
+``HORAE_NEXT_DST_GAP``, ``HORAE_NEXT_DST_REPEAT``, ``HORAE_NEXT_JSONL``.
 
 ``--jsonl`` reads one JSON object per stdin line, ``{"expr": ..., "zone": ..., "after": ...,
 "count": N}`` (all but ``expr`` optional, defaulting to the flags; also ``dst_gap``,
@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from horae.cli.common import add_flags
 from horae.domain import (
     DstPolicy,
     TriggerSpec,
@@ -45,12 +45,9 @@ from horae.domain import (
 )
 from horae.domain.dst import GapPolicy, RepeatPolicy, enum_value
 from horae.domain.tzdb import load_zone
+from horae.settings import NextSettings, Settings
 
 MAX_COUNT = 1000
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def register(subparsers: Any) -> None:
@@ -61,43 +58,7 @@ def register(subparsers: Any) -> None:
         epilog="Expressions: '0 9 * * MON-FRI', '@daily', '@every 5m', '@at 2026-03-08T07:00:00Z'.",
     )
     parser.add_argument("expr", nargs="?", metavar="EXPR", help="cron, @every or @at expression")
-    parser.add_argument(
-        "--zone",
-        default=os.environ.get("HORAE_NEXT_ZONE", "UTC"),
-        help="IANA time zone (env HORAE_NEXT_ZONE, default UTC)",
-    )
-    parser.add_argument(
-        "--after",
-        default=os.environ.get("HORAE_NEXT_AFTER") or None,
-        help="RFC 3339 instant to start after (env HORAE_NEXT_AFTER, default now)",
-    )
-    parser.add_argument(
-        "--count",
-        default=os.environ.get("HORAE_NEXT_COUNT", "5"),
-        help=f"how many instants, 1..{MAX_COUNT} (env HORAE_NEXT_COUNT, default 5)",
-    )
-    parser.add_argument(
-        "--local",
-        action="store_true",
-        default=_env_flag("HORAE_NEXT_LOCAL"),
-        help="also print local wall time, offset, tzdata and DST notes (env HORAE_NEXT_LOCAL)",
-    )
-    parser.add_argument(
-        "--dst-gap",
-        default=os.environ.get("HORAE_NEXT_DST_GAP", "shift"),
-        help="shift|skip for fixed-time jobs in a spring-forward gap (env HORAE_NEXT_DST_GAP)",
-    )
-    parser.add_argument(
-        "--dst-repeat",
-        default=os.environ.get("HORAE_NEXT_DST_REPEAT", "first"),
-        help="first|both for fixed-time jobs in a fall-back repeat (env HORAE_NEXT_DST_REPEAT)",
-    )
-    parser.add_argument(
-        "--jsonl",
-        action="store_true",
-        default=_env_flag("HORAE_NEXT_JSONL"),
-        help="read JSON request lines on stdin, write one JSON result line each",
-    )
+    add_flags(parser, "next")
     parser.set_defaults(func=run)
 
 
@@ -164,7 +125,7 @@ def _now() -> int:
     return to_epoch(datetime.now(UTC))
 
 
-def _one_json(line: str, args: argparse.Namespace, now: int) -> dict[str, Any]:
+def _one_json(line: str, opts: NextSettings, now: int) -> dict[str, Any]:
     try:
         request = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -177,11 +138,11 @@ def _one_json(line: str, args: argparse.Namespace, now: int) -> dict[str, Any]:
     try:
         instants, spec = compute(
             request.get("expr"),
-            request.get("zone", args.zone),
-            request.get("after", args.after),
-            request.get("count", args.count),
-            request.get("dst_gap", args.dst_gap),
-            request.get("dst_repeat", args.dst_repeat),
+            request.get("zone", opts.zone),
+            request.get("after", opts.after),
+            request.get("count", opts.count),
+            request.get("dst_gap", opts.dst_gap),
+            request.get("dst_repeat", opts.dst_repeat),
             now,
         )
     except ValidationError as exc:
@@ -190,12 +151,12 @@ def _one_json(line: str, args: argparse.Namespace, now: int) -> dict[str, Any]:
         "instants": [occ.utc_text for occ in occurrences(spec.schedule(), instants)],
         "tzdata": spec.schedule().tzdata,
     }
-    if args.local:
+    if opts.local:
         result["local"] = [occ.to_dict() for occ in occurrences(spec.schedule(), instants)]
     return result
 
 
-def _run_jsonl(args: argparse.Namespace) -> int:
+def _run_jsonl(opts: NextSettings, args: argparse.Namespace) -> int:
     if args.expr:
         print("horae next: error: EXPR cannot be combined with --jsonl", file=sys.stderr)
         return 2
@@ -205,7 +166,7 @@ def _run_jsonl(args: argparse.Namespace) -> int:
             result: dict[str, Any] = {"error": "empty line"}
         else:
             try:
-                result = _one_json(line, args, now)
+                result = _one_json(line, opts, now)
             except Exception as exc:  # a bad line must never stop the batch
                 result = {"error": f"internal error: {type(exc).__name__}: {exc}"}
         sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")
@@ -213,19 +174,20 @@ def _run_jsonl(args: argparse.Namespace) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.jsonl:
-        return _run_jsonl(args)
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    opts = settings.next
+    if opts.jsonl:
+        return _run_jsonl(opts, args)
     if not args.expr:
         print("horae next: error: EXPR is required (or use --jsonl)", file=sys.stderr)
         return 2
     try:
         instants, spec = compute(
-            args.expr, args.zone, args.after, args.count, args.dst_gap, args.dst_repeat, _now()
+            args.expr, opts.zone, opts.after, opts.count, opts.dst_gap, opts.dst_repeat, _now()
         )
     except ValidationError as exc:
         print(f"horae next: error: {exc}", file=sys.stderr)
         return 2
-    for line in _lines(instants, spec, args.local):
+    for line in _lines(instants, spec, opts.local):
         print(line)
     return 0

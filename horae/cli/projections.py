@@ -1,8 +1,9 @@
 """Read-model commands: ``horae projector``, ``horae migrate``,
 ``horae projections rebuild|verify|swap``.
 
-Every flag has an environment fallback; services come from ``HORAE_KAFKA_BOOTSTRAP`` /
-``HORAE_DATABASE_URL`` (else the local stack), the live schema from ``HORAE_PROJECTION_SCHEMA``.
+Settings: the ``projector`` section (``HORAE_PROJECTOR_*``) and the live schema
+(``--projection-schema``, ``HORAE_PROJECTION_SCHEMA``); services come from
+``HORAE_KAFKA_BOOTSTRAP`` / ``HORAE_DATABASE_URL`` (else the local stack).
 Exit codes: 0 ok, 1 ``verify`` found divergence, 2 usage errors.
 """
 
@@ -15,55 +16,21 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from horae.cli.common import env_default, require_services, serve_metrics, setup_logging
-from horae.settings import get_settings
+from horae.cli.common import add_flags, require_services, serve_metrics, setup_logging
+from horae.settings import Settings
 
 if TYPE_CHECKING:
     from horae.projections.projector import ProjectorConfig
 
 
 def _schema_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--schema",
-        default=get_settings().projection_schema,
-        help="live read-model schema (env HORAE_PROJECTION_SCHEMA, default horae)",
-    )
+    add_flags(p, None, only=["projection_schema"])
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("projector", help="project the topics into PostgreSQL read models")
     _schema_flag(p)
-    p.add_argument(
-        "--batch-records",
-        type=int,
-        default=int(env_default("HORAE_PROJECTOR_BATCH_RECORDS", "5000")),
-        help="records per batch at most (env HORAE_PROJECTOR_BATCH_RECORDS)",
-    )
-    p.add_argument(
-        "--batch-ms",
-        type=int,
-        default=int(env_default("HORAE_PROJECTOR_BATCH_MS", "200")),
-        help="milliseconds to fill a batch at most (env HORAE_PROJECTOR_BATCH_MS)",
-    )
-    p.add_argument(
-        "--session-timeout-ms",
-        type=int,
-        default=int(env_default("HORAE_PROJECTOR_SESSION_TIMEOUT_MS", "10000")),
-        help="consumer group session timeout (env HORAE_PROJECTOR_SESSION_TIMEOUT_MS)",
-    )
-    p.add_argument(
-        "--instance-id",
-        default=env_default("HORAE_PROJECTOR_INSTANCE_ID", ""),
-        help="static group membership id (a restart keeps its partitions without a rebalance); "
-        "unique per running projector (env HORAE_PROJECTOR_INSTANCE_ID, default: dynamic)",
-    )
-    port = get_settings().projector_metrics_port
-    p.add_argument(
-        "--metrics-port",
-        type=int,
-        default=port or 0,
-        help="serve /metrics on this port; 0 = off (env HORAE_PROJECTOR_METRICS_PORT)",
-    )
+    add_flags(p, "projector")
     p.set_defaults(func=run_projector)
 
     m = subparsers.add_parser("migrate", help="create or migrate the read-model schema")
@@ -84,33 +51,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     v.set_defaults(func=run_verify)
 
 
-def _config(schema: str, batch_records: int = 5000, batch_ms: int = 200) -> ProjectorConfig:
+def _config(settings: Settings, schema: str) -> ProjectorConfig:
     from horae.projections.projector import ProjectorConfig
 
-    settings = get_settings()
     bootstrap, database_url = require_services(settings)
     return ProjectorConfig(
         bootstrap=bootstrap,
         database_url=database_url,
         schema=schema,
         topic_prefix=settings.topic_prefix,
-        batch_records=batch_records,
-        batch_ms=batch_ms,
+        batch_records=settings.projector.batch_records,
+        batch_ms=settings.projector.batch_ms,
     )
 
 
-def run_projector(args: argparse.Namespace) -> int:
+def run_projector(settings: Settings, args: argparse.Namespace) -> int:
     from horae.projections.metrics import ProjectionMetrics
     from horae.projections.projector import Projector
 
-    setup_logging("projector")
-    config = _config(args.schema, batch_records=args.batch_records, batch_ms=args.batch_ms)
-    config.consumer_overrides["session.timeout.ms"] = args.session_timeout_ms
-    if args.instance_id:
-        config.consumer_overrides["group.instance.id"] = args.instance_id
+    setup_logging("projector", settings.log_level)
+    mine = settings.projector
+    config = _config(settings, settings.projection_schema)
+    config.consumer_overrides["session.timeout.ms"] = mine.session_timeout_ms
+    if mine.instance_id:
+        config.consumer_overrides["group.instance.id"] = mine.instance_id
     metrics = ProjectionMetrics()
-    if args.metrics_port:
-        serve_metrics(args.metrics_port, metrics.registry)
+    serve_metrics(mine.metrics_port, metrics.registry)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -122,24 +88,25 @@ def run_projector(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_migrate(args: argparse.Namespace) -> int:
+def run_migrate(settings: Settings, args: argparse.Namespace) -> int:
     import psycopg
 
     from horae.projections import schema as pschema
 
-    _, database_url = require_services(get_settings())
+    _, database_url = require_services(settings)
+    schema = settings.projection_schema
     with psycopg.connect(database_url, autocommit=True) as conn:
-        applied = pschema.migrate(conn, args.schema)
-    print(f"schema {args.schema}: " + (", ".join(applied) if applied else "up to date"))
+        applied = pschema.migrate(conn, schema)
+    print(f"schema {schema}: " + (", ".join(applied) if applied else "up to date"))
     return 0
 
 
-def run_rebuild(args: argparse.Namespace) -> int:
+def run_rebuild(settings: Settings, args: argparse.Namespace) -> int:
     from horae.projections.rebuild import progress_printer, rebuild
 
-    setup_logging("rebuild")
-    shadow = args.shadow or f"{args.schema}_shadow"
-    config = _config(shadow)
+    setup_logging("rebuild", settings.log_level)
+    shadow = args.shadow or f"{settings.projection_schema}_shadow"
+    config = _config(settings, shadow)
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     progress = rebuild(config, progress_printer(sys.stderr), stop)
@@ -151,22 +118,23 @@ def run_rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_verify(args: argparse.Namespace) -> int:
+def run_verify(settings: Settings, args: argparse.Namespace) -> int:
     import psycopg
 
     from horae.projections import schema as pschema
     from horae.projections.rebuild import verify
 
-    shadow = args.shadow or f"{args.schema}_shadow"
-    _, database_url = require_services(get_settings())
+    live = settings.projection_schema
+    shadow = args.shadow or f"{live}_shadow"
+    _, database_url = require_services(settings)
     try:
-        report = verify(database_url, args.schema, shadow, args.samples)
+        report = verify(database_url, live, shadow, args.samples)
     except ValueError as exc:
         print(f"verify: {exc}", file=sys.stderr)
         return 2
     print(report.render())
     if args.swap:
         with psycopg.connect(database_url, autocommit=True) as conn:
-            old = pschema.swap(conn, args.schema, shadow)
-        print(f"swapped: {shadow} is now {args.schema}; the previous one is kept as {old}")
+            old = pschema.swap(conn, live, shadow)
+        print(f"swapped: {shadow} is now {live}; the previous one is kept as {old}")
     return 1 if report.divergence and not args.swap else 0

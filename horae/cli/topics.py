@@ -8,8 +8,10 @@ import sys
 
 from confluent_kafka.admin import AdminClient
 
+from horae.cli.common import add_flags
 from horae.contracts.admin import Plan, admin_client, apply, auto_replication_factor, drift, observe
-from horae.settings import get_settings
+from horae.devstack.stack import LocalStack
+from horae.settings import Settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,38 +26,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     describe_p.add_argument("--json", action="store_true", help="machine-readable output")
     describe_p.set_defaults(func=_describe)
-    settings = get_settings()
+    shared = ["kafka_bootstrap", "topic_prefix", "topic_partitions", "topic_replication_factor"]
     for p in (apply_p, describe_p):
-        p.add_argument(
-            "--bootstrap",
-            default=settings.kafka_bootstrap or f"127.0.0.1:{settings.dev_kafka_port}",
-            help="Kafka bootstrap servers (env HORAE_KAFKA_BOOTSTRAP; default: the local stack)",
-        )
-        p.add_argument(
-            "--prefix", default=settings.topic_prefix, help="topic prefix (HORAE_TOPIC_PREFIX)"
-        )
-        p.add_argument(
-            "--partitions",
-            type=int,
-            default=settings.topic_partitions,
-            help="partitions of trigger-partitioned topics (HORAE_TOPIC_PARTITIONS)",
-        )
-        p.add_argument(
-            "--replication-factor",
-            type=int,
-            default=settings.topic_replication_factor,
-            help="replication factor (HORAE_TOPIC_REPLICATION_FACTOR; default min(3, brokers))",
-        )
+        add_flags(p, None, only=shared)
 
 
-def _plan(args: argparse.Namespace) -> tuple[Plan, AdminClient]:
-    admin = admin_client(args.bootstrap)
-    rf = args.replication_factor or auto_replication_factor(admin)
-    return Plan(args.prefix, args.partitions, rf), admin
+def _plan(settings: Settings) -> tuple[Plan, AdminClient]:
+    admin = admin_client(LocalStack.from_settings(settings).endpoints.kafka_bootstrap)
+    rf = settings.topic_replication_factor or auto_replication_factor(admin)
+    return Plan(settings.topic_prefix, settings.topic_partitions, rf), admin
 
 
-def _apply(args: argparse.Namespace) -> int:
-    plan, admin = _plan(args)
+def _apply(settings: Settings, args: argparse.Namespace) -> int:
+    plan, admin = _plan(settings)
     try:
         changes = apply(admin, plan)
     except Exception as exc:
@@ -67,8 +50,8 @@ def _apply(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(args: argparse.Namespace) -> int:
-    plan, admin = _plan(args)
+def _describe(settings: Settings, args: argparse.Namespace) -> int:
+    plan, admin = _plan(settings)
     try:
         found = observe(admin, plan)
         drifts = drift(admin, plan)

@@ -22,21 +22,22 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     TopicMetadata,
 )
 
-from horae.contracts.topics import CATALOGUE, PARTITIONS, TopicSpec, desired_config
+from horae.contracts.topics import CATALOGUE, TopicSpec, desired_config
 
 TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What the catalogue asks for under a prefix, on a given cluster."""
+    """What the catalogue asks for under a prefix, on a given cluster: ``partitions`` is the
+    count of every trigger-partitioned topic (``Settings.topic_partitions``)."""
 
     prefix: str
-    partitions: int = PARTITIONS
+    partitions: int
     replication_factor: int = 1
 
     def partitions_of(self, spec: TopicSpec) -> int:
-        return spec.partitions if spec.partitions != PARTITIONS else self.partitions
+        return self.partitions if spec.partitions is None else spec.partitions
 
     def topics(self) -> list[tuple[str, TopicSpec]]:
         return [(spec.name(self.prefix), spec) for spec in CATALOGUE]

@@ -29,7 +29,6 @@ from horae.contracts._reflect import from_avro, to_avro
 from horae.contracts.binary import Body, compile_writers
 from horae.contracts.binary_readers import Read, compile_readers
 from horae.contracts.events import EVENT_TYPES, INTERNED, Event
-from horae.settings import get_settings
 
 SCHEMAS: Traversable = files("horae.contracts") / "schemas"
 MAGIC = 0
@@ -314,11 +313,24 @@ def to_event(t: type[E], datum: dict[str, Any]) -> E:
         raise DecodeError("invalid", f"{type(exc).__name__}: {exc}") from exc
 
 
+_registry_url: str | None = None
+
+
+def use_schema_registry(url: str | None) -> None:
+    """Take the schema ids of this process's codec from the registry at ``url`` (None: the
+    committed catalogue, the default). The caller (the CLI, from the ``schema_registry_url``
+    setting) decides, before the first record is encoded or decoded."""
+    global _registry_url
+    _registry_url = url
+    default_codec.cache_clear()
+
+
 @cache
 def default_codec() -> Codec:
-    """The process codec: registry if ``HORAE_SCHEMA_REGISTRY_URL`` is set, else the catalogue."""
+    """The process codec: the registry given to :func:`use_schema_registry`, else the
+    catalogue."""
     current = CurrentSchemas.load()
-    url = get_settings().schema_registry_url
+    url = _registry_url
     return Codec(Registry(url, current) if url else Catalogue(current), current)
 
 

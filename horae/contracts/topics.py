@@ -1,4 +1,5 @@
-"""The topic catalogue: names (under ``Settings.topic_prefix``), keys, partitioning and configs.
+"""The topic catalogue: names (under a prefix, ``Settings.topic_prefix``), keys, partitioning and
+configs. This layer reads no settings: callers pass the prefix and the partition count.
 
 Keys (UTF-8 strings):
 
@@ -30,7 +31,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from horae.contracts import events as ev
-from horae.settings import get_settings
 
 DAY_MS = 86_400_000
 PRODUCER_DEFAULTS: dict[str, str | int | bool] = {
@@ -69,16 +69,18 @@ class TopicSpec:
     suffix: Topic
     value_type: type[ev.Event]
     key: str  # "trigger", "fire" or "tenant"
-    partitions: int
+    #: a fixed partition count, or None: the trigger partition count every trigger-partitioned
+    #: topic shares (``Settings.topic_partitions``; co-partitioning relies on it)
+    partitions: int | None
     config: dict[str, str] = field(default_factory=dict)
 
-    def name(self, prefix: str | None = None) -> str:
+    def name(self, prefix: str) -> str:
         return topic_name(self.suffix, prefix)
 
 
-def topic_name(suffix: Topic | str, prefix: str | None = None) -> str:
-    """Full topic name under ``prefix`` (default: ``Settings.topic_prefix``)."""
-    return f"{get_settings().topic_prefix if prefix is None else prefix}{Topic(suffix).value}"
+def topic_name(suffix: Topic | str, prefix: str) -> str:
+    """Full topic name under ``prefix`` (``Settings.topic_prefix``, ``horae.`` by default)."""
+    return f"{prefix}{Topic(suffix).value}"
 
 
 _LANE_TOPICS = {lane: Topic(f"lane.{lane.value}") for lane in ev.Lane}
@@ -88,8 +90,6 @@ def lane_topic(lane: ev.Lane) -> Topic:
     return _LANE_TOPICS[lane]
 
 
-#: Partition count shared by every trigger-partitioned topic (co-partitioning relies on it).
-PARTITIONS = 12
 _COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": str(DAY_MS)}
 _COMPACTED_FOREVER = {**_COMPACTED, "retention.ms": "-1"}
 
@@ -99,7 +99,7 @@ def _delete(days: int) -> dict[str, str]:
 
 
 def _spec(
-    suffix: Topic, value: type[ev.Event], key: str, config: dict[str, str], parts: int = PARTITIONS
+    suffix: Topic, value: type[ev.Event], key: str, config: dict[str, str], parts: int | None = None
 ) -> TopicSpec:
     return TopicSpec(suffix, value, key, parts, config)
 
@@ -171,6 +171,6 @@ def partition_for(key: str | bytes, partitions: int) -> int:
     return (murmur2(data) & 0x7FFFFFFF) % partitions
 
 
-def fire_partition(tenant: str, trigger_id: str, partitions: int = PARTITIONS) -> int:
+def fire_partition(tenant: str, trigger_id: str, partitions: int) -> int:
     """Where a trigger's fire records go (its planner-state partition number)."""
     return partition_for(ev.trigger_key(tenant, trigger_id), partitions)

@@ -62,7 +62,7 @@ def test_sigkill_during_delivery_of_1000_fires_loses_none(env: DispatchEnv) -> N
             for i, t in enumerate(instants(FIRES))
         ]
         env.produce_orders(orders)
-        small = {"HORAE_DISPATCH_MAX_INFLIGHT": "8"}
+        small = {"HORAE_DISPATCHER_MAX_INFLIGHT": "8"}
         crashy = {**small, "HORAE_FAILPOINTS": "before_commit=0.02,after_commit=0.02"}
         kills = 0
 

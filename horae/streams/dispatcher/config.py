@@ -64,45 +64,47 @@ class DispatcherConfig:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, bootstrap: str, slot: str, **overrides: object
+        cls, settings: Settings, bootstrap: str, **overrides: object
     ) -> DispatcherConfig:
-        default = TenantLimits(settings.dispatch_tenant_rate, settings.dispatch_tenant_inflight)
+        """The configuration the ``dispatcher`` section of ``settings`` describes (and its keys),
+        with ``overrides`` applied."""
+        mine = settings.dispatcher
+        default = TenantLimits(mine.tenant_rate, mine.tenant_inflight)
         per_tenant = {
             t: TenantLimits(
                 float(v.get("rate", default.rate)), int(v.get("inflight", default.inflight))
             )
-            for t, v in settings.dispatch_tenant_limits.items()
+            for t, v in mine.tenant_limits.items()
         }
-        if settings.callback_secret:
-            callback = settings.callback_secret.encode()
+        if mine.callback_secret is not None:
+            callback = mine.callback_secret.get_secret_value().encode()
         else:
-            log.warning("HORAE_CALLBACK_SECRET unset: callback tokens verify at this process only")
+            log.warning("callback_secret unset: callback tokens verify at this process only")
             callback = secrets.token_bytes(32)
+        platform_key = settings.platform_key
         base = cls(
             bootstrap=bootstrap,
             prefix=settings.topic_prefix,
-            slot=slot,
-            allow=tuple(settings.dispatch_allow),
+            slot=mine.slot,
+            allow=tuple(mine.allow),
             sender=SenderConfig(
-                connect_timeout_s=settings.dispatch_connect_timeout_s,
-                read_timeout_s=settings.dispatch_read_timeout_s,
-                deadline_s=settings.dispatch_deadline_s,
-                max_body_bytes=settings.dispatch_max_body_bytes,
-                pool_size=max(settings.dispatch_max_inflight, 1),
+                connect_timeout_s=mine.connect_timeout_s,
+                read_timeout_s=mine.read_timeout_s,
+                deadline_s=mine.deadline_s,
+                max_body_bytes=mine.max_body_bytes,
+                pool_size=max(mine.max_inflight, 1),
             ),
-            max_inflight=settings.dispatch_max_inflight,
+            max_inflight=mine.max_inflight,
             default_limits=default,
             tenant_limits=per_tenant,
-            catchup_share=settings.dispatch_catchup_share,
-            breaker_threshold=settings.dispatch_breaker_threshold,
-            webhook_secrets=dict(settings.webhook_secrets),
+            catchup_share=mine.catchup_share,
+            breaker_threshold=mine.breaker_threshold,
+            webhook_secrets={r: v.get_secret_value() for r, v in mine.webhook_secrets.items()},
             callback_secret=callback,
-            callback_ttl_s=settings.callback_ttl_s,
+            callback_ttl_s=mine.callback_ttl_s,
             platform_key_id=settings.platform_key_id,
-            platform_key=settings.platform_key.encode() if settings.platform_key else None,
-            tenant_keys={
-                t: {k: v.encode() for k, v in keys.items()}
-                for t, keys in settings.tenant_keys.items()
-            },
+            platform_key=platform_key.get_secret_value().encode() if platform_key else None,
+            tenant_keys=settings.tenant_key_bytes(),
+            session_timeout_ms=mine.session_timeout_ms,
         )
         return replace(base, **overrides)  # type: ignore[arg-type]

@@ -24,7 +24,10 @@ def horae(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_apply_twice_then_describe_no_drift(kafka_bootstrap: str, plan: Plan) -> None:
-    flags = ("--prefix", plan.prefix, "--partitions", "3", "--replication-factor", "1")
+    flags = (
+        *("--topic-prefix", plan.prefix, "--topic-partitions", "3"),
+        *("--topic-replication-factor", "1"),
+    )
     first = horae("apply", *flags, bootstrap=kafka_bootstrap)
     assert first.returncode == 0, first.stderr
     assert f"{len(tp.CATALOGUE)} change(s)" in first.stdout

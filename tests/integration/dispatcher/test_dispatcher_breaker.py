@@ -11,13 +11,13 @@ from datetime import UTC, datetime
 
 import pytest
 from aiohttp import web
+from pydantic import SecretStr
 
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.topics import Topic
 from horae.settings import Settings
 from horae.streams.planner.clock import ensure_clock_topic
-from horae.streams.planner.decide import tenant_keys_from
 from horae.streams.planner.worker import Planner, PlannerConfig
 from tests.integration.dispatcher.support import (
     PLATFORM_KEY,
@@ -70,8 +70,8 @@ def test_consecutive_failed_fires_pause_the_trigger_and_the_planner_obeys(
     receiver.start()
     # the settings merge the platform key into every tenant's map: that is what planners get
     settings = Settings(
-        tenant_keys={TENANT: {TENANT_KEY_ID: TENANT_KEY.decode()}},
-        platform_key=PLATFORM_KEY.decode(),
+        tenant_keys={TENANT: {TENANT_KEY_ID: SecretStr(TENANT_KEY.decode())}},
+        platform_key=SecretStr(PLATFORM_KEY.decode()),
     )
     planner = Planner(
         PlannerConfig(
@@ -80,7 +80,7 @@ def test_consecutive_failed_fires_pause_the_trigger_and_the_planner_obeys(
             "p1",
             tick_s=0.2,
             session_timeout_ms=6000,
-            tenant_keys=tenant_keys_from(settings.tenant_keys),
+            tenant_keys=settings.tenant_key_bytes(),
             min_interval_s=1,
         )
     )
