@@ -6,11 +6,12 @@
    them in :class:`~.admission.Admission` (delayed until ``not_before``; priorities, quotas and
    shedding order there);
 2. whenever a send slot is free, the next order is sent (:func:`~.deliver.attempt_once`),
-   concluded (:func:`~.deliver.conclude`) and handed back to the pump, which commits its records
+   concluded (:func:`~.conclude.conclude`) and handed back to the pump, which commits its records
    with the lane offset in one transaction;
 3. an order whose partition was rewound or revoked meanwhile is dropped unsent (it is consumed
    again); a concluded attempt of such an order is discarded by the pump;
-4. optional: the outcome-callback server (:mod:`.callback`) on ``callback_port``.
+4. optional: the outcome-callback server (:mod:`.callback`) on ``callback_port``; its Kafka
+   writer is built off the loop before the server starts.
 
 Guarantee: at-least-once. A fire whose order is committed on a lane is sent until it is terminal,
 and every attempt carries the same fire key; a crash at any point re-sends, never loses.
