@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from horae.contracts.codec import set_wire_mode
 from horae.devstack.stack import Endpoints, LocalStack
 from horae.settings import DevSettings, Settings
 from tests.topics import delete_topics_under
@@ -25,6 +26,7 @@ from tests.topics import delete_topics_under
 # so a submission's verdict does not depend on luck; plain ``pytest`` keeps exploring.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+set_wire_mode(Settings().codec)  # HORAE_CODEC=fastavro runs the suite on fastavro bodies
 
 # The session stack's ports: free ones chosen at start unless set in the environment.
 PORT_VARIABLES = (
