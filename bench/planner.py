@@ -38,6 +38,7 @@ from horae.contracts import signing
 from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.ports import WallClock
 from horae.settings import get_settings
 from horae.streams.planner.clock import ensure_clock_topic
 from horae.streams.planner.worker import Planner, PlannerConfig
@@ -130,7 +131,9 @@ def load(bootstrap: str, prefix: str, triggers: int, peak: int, partitions: int)
 
 def coldstart_and_peak(bootstrap: str, prefix: str, triggers: int, peak: int) -> dict[str, float]:
     offset = 0.0
-    planner = Planner(_config(bootstrap, prefix, "bench"), clock=lambda: time.time() + offset)
+    planner = Planner(
+        _config(bootstrap, prefix, "bench"), clock=WallClock(lambda: time.time() + offset)
+    )
     before = _rss()
     stop = threading.Event()
     thread = threading.Thread(target=planner.run, args=(stop,))

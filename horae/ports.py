@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from horae.dispatch.http_sender import AttemptResult
+    from horae.projections.rows import Batch
+    from horae.projections.store import ApplyResult
 
 #: ``(topic, partition)``
 TopicPartitionKey = tuple[str, int]
@@ -199,11 +201,11 @@ class PartitionReader(Protocol):
 class ReadModelStore(Protocol):
     """The projector's store: read-model rows and the input offsets they cover, together."""
 
-    def apply(self, rows: Any, next_offsets: Offsets) -> Any:
-        """Write ``rows`` and the ``next_offsets`` they cover in ONE transaction; a record below an
-        offset already stored is dropped (a replay is a no-op). On any error nothing is left
-        behind and the error propagates; the caller reconnects and reads again from
-        :meth:`stored_offsets`."""
+    def apply(self, batch: Batch) -> ApplyResult:
+        """Write the batch's rows and its ``next_offsets`` in ONE transaction; a record below an
+        offset already stored is dropped and counted (a replay is a no-op); an offset never moves
+        back. A batch without offsets writes nothing. On any error nothing is left behind and the
+        error propagates; the caller reconnects and reads again from :meth:`stored_offsets`."""
 
     def stored_offsets(self) -> dict[TopicPartitionKey, int]:
         """The committed next offsets, per ``(topic, partition)`` ever applied."""
@@ -243,6 +245,17 @@ class SystemClock:
 
     def now(self) -> float:
         return _time()
+
+    def monotonic(self) -> float:
+        return _monotonic()
+
+
+class WallClock:
+    """A :class:`Clock` whose wall time is ``now()`` of the function given (a deliberately skewed
+    clock in tests and benchmarks); monotonic time is the system's."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self.now = now
 
     def monotonic(self) -> float:
         return _monotonic()

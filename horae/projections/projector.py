@@ -98,7 +98,9 @@ class Projector:
         self.stage_topics = {
             stage: topic_name(t, config.topic_prefix) for t, (_, stage) in PROJECTED.items()
         }
-        self.store = ProjectionStore(config.database_url, config.schema)
+        self.store = ProjectionStore(
+            config.database_url, config.schema, stage_topics=self.stage_topics
+        )
         self.stats = ProjectorStats()
         self.on_batch = on_batch
         self.positions: dict[TP, int] = {}  # next offset committed, per assigned partition
@@ -238,7 +240,7 @@ class Projector:
         if not self._drain(consumer, resync=True):
             return  # the batch in flight failed: this one was read past it, drop it
         if batch.records:
-            future = self._writer.submit(self.store.apply, batch, self.stage_topics)
+            future = self._writer.submit(self.store.apply, batch)
             self._inflight = (batch, time.monotonic(), future)
         self._update_lag(consumer, time.time(), force=bool(batch.records))
 

@@ -19,7 +19,7 @@ back to the stored offsets. Not thread-safe: one store per projector thread.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,18 +57,29 @@ class ApplyResult:
         return sum(n for s, n in self.rows.items() if s is not Stage.ERRORS)
 
 
-def _position(stage: Stage, row: Row, stage_topic: str) -> tuple[str, int, int]:
+def position_of(stage: Stage, row: Row, stage_topic: str) -> tuple[str, int, int]:
+    """Where the record of a staged row was read: ``(topic, partition, offset)`` (an error row
+    names its topic; every other row comes from its stage's topic)."""
     if stage is Stage.ERRORS:
         return str(row[0]), int(row[1]), int(row[2])
     return stage_topic, int(row[-2]), int(row[-1])
 
 
 class ProjectionStore:
-    """Writes batches into ``schema``; see the module docstring for the transaction."""
+    """Writes batches into ``schema``; see the module docstring for the transaction. The
+    PostgreSQL :class:`horae.ports.ReadModelStore`; ``stage_topics`` names the topic each staging
+    table's rows come from."""
 
-    def __init__(self, database_url: str, schema: str, connect_timeout_s: int = 5) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        schema: str,
+        connect_timeout_s: int = 5,
+        stage_topics: Mapping[Stage, str] | None = None,
+    ) -> None:
         self.database_url = database_url
         self.schema = schema
+        self.stage_topics: Mapping[Stage, str] = stage_topics or {}
         self.connect_timeout_s = connect_timeout_s
         self._conn: psycopg.Connection[Any] | None = None
         self.generation: uuid.UUID | None = None
@@ -120,9 +131,12 @@ class ProjectionStore:
             return pschema.stored_offsets(conn, self.schema)
 
     # --- the batch transaction -----------------------------------------------------------
-    def apply(self, batch: Batch, stage_topics: dict[Stage, str]) -> ApplyResult:
+    def apply(self, batch: Batch, stage_topics: Mapping[Stage, str] | None = None) -> ApplyResult:
         """Write ``batch`` and its offsets in one transaction (see the module docstring).
-        ``stage_topics`` names the topic each staging table's rows come from."""
+        ``stage_topics`` (default: the store's) names the topic each staging table's rows come
+        from."""
+        if stage_topics is None:
+            stage_topics = self.stage_topics
         result = ApplyResult()
         if not batch.next_offsets:
             return result
@@ -179,7 +193,7 @@ class ProjectionStore:
     ) -> list[Row]:
         kept = []
         for row in rows:
-            topic, partition, offset = _position(stage, row, stage_topic)
+            topic, partition, offset = position_of(stage, row, stage_topic)
             if offset < stored.get((topic, partition), -1):
                 result.dropped += 1
             else:

@@ -16,15 +16,18 @@ from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.ids import event_id
 from horae.contracts.ingress import TenantKeys
+from horae.contracts.routing import Router
 from horae.domain.schedule import Schedule
-from horae.streams.planner.records import Output, at, fire_outputs, schedule_event
+from horae.ports import Emit
+from horae.streams.planner.records import at, fire_outputs, schedule_event
 
 BACKFILL_ROLES = (ev.Role.POLICY, ev.Role.PLATFORM)
 
 
 class CommandHandler:
-    def __init__(self, tenant_keys: TenantKeys) -> None:
+    def __init__(self, tenant_keys: TenantKeys, router: Router) -> None:
         self.tenant_keys = tenant_keys
+        self.router = router
 
     def refusal(self, command: ev.Command, raw_key: bytes | None) -> tuple[str, str] | None:
         """``(cause, detail)`` when the command must be quarantined, else None."""
@@ -47,10 +50,11 @@ class CommandHandler:
         command: ev.Command,
         now: float,
         schedule: Schedule | None = None,
-    ) -> list[Output]:
+    ) -> list[Emit]:
         if command.kind is ev.CommandKind.MANUAL_RUN:
             instant = int(command.requested_at.timestamp())
             return fire_outputs(
+                self.router,
                 d,
                 partition,
                 scheduled=instant,
@@ -69,7 +73,7 @@ class CommandHandler:
         command: ev.Command,
         now: float,
         schedule: Schedule,
-    ) -> list[Output]:
+    ) -> list[Emit]:
         start, end = command.backfill_from, command.backfill_to
         ceiling = d.quotas.backfill_max_fires
         instants: list[int] = []
@@ -93,12 +97,19 @@ class CommandHandler:
         if cause is not None:
             out.append(
                 schedule_event(
-                    d, partition, ev.ScheduleEventType.REJECTED, now, cause, command.command_id
+                    self.router,
+                    d,
+                    partition,
+                    ev.ScheduleEventType.REJECTED,
+                    now,
+                    cause,
+                    command.command_id,
                 )
             )
             return out
         for t in instants:
             out += fire_outputs(
+                self.router,
                 d,
                 partition,
                 scheduled=t,
@@ -117,7 +128,7 @@ class CommandHandler:
         now: float,
         cause: str | None,
         count: int,
-    ) -> Output:
+    ) -> Emit:
         detail = {"instants": str(count)}
         if cause is not None:
             detail["cause"] = cause
@@ -137,4 +148,4 @@ class CommandHandler:
             command_id=command.command_id,
             detail=detail,
         )
-        return Output(entry, None)
+        return self.router.emit(entry, None)

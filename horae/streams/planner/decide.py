@@ -17,16 +17,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from confluent_kafka import Message
-
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
 from horae.contracts.ingress import Source, TenantKeys, ingest_definition
+from horae.contracts.quarantine import quarantine
+from horae.contracts.routing import Router
 from horae.domain.misfire import evaluate_misfire
 from horae.domain.trigger import Limits, validate_trigger
+from horae.ports import Emit, InputRecord
 from horae.streams.planner.commands import CommandHandler
 from horae.streams.planner.index import DueIndex, TriggerEntry
-from horae.streams.planner.records import Output, at, fire_outputs, schedule_event
+from horae.streams.planner.records import at, fire_outputs, schedule_event
 from horae.streams.planner.sharing import SharedValues
 
 MAX_RECORDS_PER_EVALUATION = 1000
@@ -39,57 +40,64 @@ class Decider:
         tenant_keys: TenantKeys | None = None,
         limits: Limits | None = None,
         shared: SharedValues | None = None,
+        router: Router | None = None,
     ) -> None:
+        """``router`` names the topics of what is emitted (default prefix ``horae.``)."""
         self.tenant_keys: TenantKeys = tenant_keys or {}
         self.limits = limits or Limits()
         self.shared = shared or SharedValues()
-        self.commands = CommandHandler(self.tenant_keys)
+        self.router = router or Router("horae.")
+        self.commands = CommandHandler(self.tenant_keys, self.router)
 
     # --- input records ------------------------------------------------------------------
     def accept_definition(
-        self, msg: Message, now: float = 0.0, check_limits: bool = True
+        self, msg: InputRecord, now: float = 0.0, check_limits: bool = True
     ) -> ev.TriggerDefinition | ev.Quarantined:
+        """The definition ``msg`` carries, if it passes ingress (:func:`ingest_definition`) and,
+        with ``check_limits``, the platform limits at ``now``; else its quarantine record."""
         source = Source(msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
         result = ingest_definition(msg.value(), msg.key(), source, self.tenant_keys, now=at(now))
         if isinstance(result, ev.TriggerDefinition) and check_limits:
             try:  # platform limits and "fires within 5 years" need configuration and now
                 validate_trigger(self.shared.compiled(result)[0], int(now), self.limits)
             except ValueError as exc:
-                return _quarantine(msg, "invalid", str(exc), now, result)
+                return quarantine(msg, "invalid", str(exc), at(now), result)
         return result
 
-    def on_definition_record(self, index: DueIndex, msg: Message, now: float) -> list[Output]:
+    def on_definition_record(self, index: DueIndex, msg: InputRecord, now: float) -> list[Emit]:
+        """A definition record of ``index``'s partition: quarantined (refused at ingress, or a
+        version not above the one held), else accepted (a copy onto ``definitions.accepted``)
+        and applied."""
         accepted = self.accept_definition(msg, now)
         if isinstance(accepted, ev.Quarantined):
-            return [Output(accepted, index.partition)]
+            return [self.router.emit(accepted, index.partition)]
         key = ev.trigger_key(accepted.tenant, accepted.trigger_id)
         entry = index.entries.get(key)
         if entry is not None and accepted.version <= entry.definition.version:
             detail = f"version {accepted.version} <= current {entry.definition.version}"
-            return [
-                Output(_quarantine(msg, "stale-version", detail, now, accepted), index.partition)
-            ]
-        accepted_copy = Output(accepted, index.partition)  # onto definitions.accepted
+            stale = quarantine(msg, "stale-version", detail, at(now), accepted)
+            return [self.router.emit(stale, index.partition)]
+        accepted_copy = self.router.emit(accepted, index.partition)  # definitions.accepted
         return [accepted_copy, *self.apply_definition(index, key, entry, accepted, now)]
 
-    def on_command_record(self, index: DueIndex, msg: Message, now: float) -> list[Output]:
+    def on_command_record(self, index: DueIndex, msg: InputRecord, now: float) -> list[Emit]:
+        """A command record of ``index``'s partition: quarantined when it does not decode, is
+        not signed by its tenant, or names no live trigger; else applied."""
         value = msg.value()
         try:
             command = decode(value or b"", ev.Command)
         except DecodeError as exc:
-            return [Output(_quarantine(msg, exc.cause, exc.detail, now), index.partition)]
+            return [
+                self.router.emit(quarantine(msg, exc.cause, exc.detail, at(now)), index.partition)
+            ]
         key = ev.trigger_key(command.tenant, command.trigger_id)
         refused = self.commands.refusal(command, msg.key())
         if refused is not None:
-            return [Output(_quarantine(msg, *refused, now), index.partition)]
+            return [self.router.emit(quarantine(msg, *refused, at(now)), index.partition)]
         entry = index.entries.get(key)
         if entry is None or entry.definition.state is ev.DefinitionState.DELETED:
-            return [
-                Output(
-                    _quarantine(msg, "unknown-trigger", f"no live trigger {key}", now),
-                    index.partition,
-                )
-            ]
+            unknown = quarantine(msg, "unknown-trigger", f"no live trigger {key}", at(now))
+            return [self.router.emit(unknown, index.partition)]
         if command.kind in (ev.CommandKind.PAUSE, ev.CommandKind.RESUME):
             state = (
                 ev.DefinitionState.PAUSED
@@ -107,7 +115,7 @@ class Decider:
         entry: TriggerEntry | None,
         d: ev.TriggerDefinition,
         now: float,
-    ) -> list[Output]:
+    ) -> list[Emit]:
         if entry is None:
             last = int(now)
             entry = TriggerEntry(self.shared.held(d), *self.shared.compiled(d), None, None, last)
@@ -126,8 +134,8 @@ class Decider:
         d: ev.TriggerDefinition,
         state: ev.DefinitionState,
         now: float,
-    ) -> list[Output]:
-        out: list[Output] = []
+    ) -> list[Emit]:
+        out: list[Emit] = []
         was = entry.definition.state
         if was is ev.DefinitionState.LIVE:
             out += self.decide_entry(index.partition, key, entry, now, now)  # old version first
@@ -138,11 +146,15 @@ class Decider:
             entry.definition = replace(entry.definition, state=state)
         if state is ev.DefinitionState.PAUSED and was is not ev.DefinitionState.PAUSED:
             entry.paused_since = now
-            out.append(schedule_event(d, index.partition, Ev.PAUSED, now, "paused", int(now)))
+            out.append(
+                schedule_event(self.router, d, index.partition, Ev.PAUSED, now, "paused", int(now))
+            )
         elif state is ev.DefinitionState.LIVE and was is ev.DefinitionState.PAUSED:
             since = entry.paused_since if entry.paused_since is not None else now
             cause = f"paused: from {at(since).isoformat()} to {at(now).isoformat()}"
-            out.append(schedule_event(d, index.partition, Ev.RESUMED, now, cause, int(now)))
+            out.append(
+                schedule_event(self.router, d, index.partition, Ev.RESUMED, now, cause, int(now))
+            )
             entry.paused_since = None
             out += self.decide_entry(index.partition, key, entry, now, now, resumed=True)
         elif state is ev.DefinitionState.DELETED:
@@ -172,8 +184,8 @@ class Decider:
         return entry.spec.jitter.offset(key, instant, entry.schedule.next_after(instant))
 
     # --- deciding -----------------------------------------------------------------------
-    def decide_due(self, index: DueIndex, until: float, now: float, limit: int) -> list[Output]:
-        out: list[Output] = []
+    def decide_due(self, index: DueIndex, until: float, now: float, limit: int) -> list[Emit]:
+        out: list[Emit] = []
         for key, entry in list(index.pop_due(until, limit)):
             out += self.decide_entry(index.partition, key, entry, until, now)
             index.put(key, entry)
@@ -188,7 +200,7 @@ class Decider:
         until: float,
         now: float,
         resumed: bool = False,
-    ) -> list[Output]:
+    ) -> list[Emit]:
         """Decide ``(last_decided, until]`` for a live trigger and move its cursor."""
         d = entry.definition
         last = entry.last_decided
@@ -203,12 +215,13 @@ class Decider:
             max_records=0 if resumed else MAX_RECORDS_PER_EVALUATION,
         )
         tz = entry.schedule.tzdata
-        out: list[Output] = []
+        out: list[Emit] = []
         for fire in outcome.fires:
             lane = ev.Lane.CATCH_UP if fire.catch_up else ev.Lane.ON_TIME
             jitter = 0 if fire.catch_up else self._jitter_ms(key, entry, fire.scheduled)
             following = entry.schedule.next_after(fire.scheduled)
             out += fire_outputs(
+                self.router,
                 d,
                 partition,
                 scheduled=fire.scheduled,
@@ -221,6 +234,7 @@ class Decider:
             )
         for nf in outcome.not_fired:
             out += fire_outputs(
+                self.router,
                 d,
                 partition,
                 scheduled=nf.scheduled,
@@ -238,13 +252,15 @@ class Decider:
                 f"to {at(om.end).isoformat()} not listed"
             )
             kind = Ev.EXPIRED if om.cause.startswith("expired") else Ev.SKIPPED
-            out.append(schedule_event(d, partition, kind, now, cause, om.start, om.end))
+            out.append(
+                schedule_event(self.router, d, partition, kind, now, cause, om.start, om.end)
+            )
         entry.last_decided = outcome.decided_through
         self._reschedule(key, entry)
         return out
 
     # --- durable state ------------------------------------------------------------------
-    def state_output(self, partition: int, entry: TriggerEntry, now: float) -> Output:
+    def state_output(self, partition: int, entry: TriggerEntry, now: float) -> Emit:
         d = entry.definition
         state = ev.PlannerState(
             tenant=d.tenant,
@@ -256,7 +272,7 @@ class Decider:
             last_decided=None if entry.last_decided is None else at(entry.last_decided),
             paused_since=None if entry.paused_since is None else at(entry.paused_since),
         )
-        return Output(state, partition)
+        return self.router.emit(state, partition)
 
     def restore(
         self, d: ev.TriggerDefinition, state: ev.PlannerState | None, now: float
@@ -274,23 +290,6 @@ class Decider:
         key = ev.trigger_key(d.tenant, d.trigger_id)
         self._reschedule(key, entry)
         return entry
-
-
-def _quarantine(
-    msg: Message, cause: str, detail: str, now: float, d: ev.TriggerDefinition | None = None
-) -> ev.Quarantined:
-    return ev.Quarantined(
-        source_topic=msg.topic() or "",
-        source_partition=msg.partition() or 0,
-        source_offset=msg.offset() or 0,
-        cause=cause,
-        detail=detail[:2000],
-        original=msg.value() or b"",
-        quarantined_at=at(now),
-        original_key=msg.key(),
-        tenant=d.tenant if d else None,
-        trigger_id=d.trigger_id if d else None,
-    )
 
 
 def tenant_keys_from(raw: Mapping[str, Mapping[str, str]]) -> TenantKeys:

@@ -14,7 +14,7 @@ from horae.contracts import events as ev
 _FIRED = ev.FireState.FIRED
 
 if TYPE_CHECKING:
-    from horae.streams.planner.records import Output
+    from horae.ports import Emit
 
 LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600)
 
@@ -59,7 +59,7 @@ class PlannerMetrics:
             registry=r,
         )
 
-    def observe_committed(self, outputs: Sequence[Output], now: float) -> None:
+    def observe_committed(self, outputs: Sequence[Emit], now: float) -> None:
         states: Tally[ev.FireState] = Tally()  # counters incremented once per batch and state
         for out in outputs:
             event = out.event

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
-from horae.kafka.reader import read_partition
+from horae.ports import PartitionReader
 from horae.streams.planner.index import DueIndex
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def long_lived() -> Iterator[None]:
 
 
 def rebuild_partition(
-    bootstrap: str,
+    reader: PartitionReader,
     partition: int,
     *,
     accepted_topic: str,
@@ -51,7 +51,7 @@ def rebuild_partition(
     now: float,
 ) -> DueIndex:
     states: dict[str, ev.PlannerState] = {}
-    for msg in read_partition(bootstrap, state_topic, partition):
+    for msg in reader.read(state_topic, partition):
         value = msg.value()
         if value is None:
             continue
@@ -61,7 +61,7 @@ def rebuild_partition(
             continue  # unreadable: ignored; a trigger left with no state drops out of the index
         states[ev.trigger_key(state.tenant, state.trigger_id)] = state
     index = DueIndex(partition)
-    for msg in read_partition(bootstrap, accepted_topic, partition):
+    for msg in reader.read(accepted_topic, partition):
         key = (msg.key() or b"").decode(errors="replace")
         accepted = states.get(key)
         value = msg.value()

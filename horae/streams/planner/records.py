@@ -12,20 +12,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import NamedTuple
 
 from horae.contracts import events as ev
 from horae.contracts.ids import event_id
+from horae.contracts.routing import Router
 from horae.domain.keys import canonical_text, short_hash_of
 from horae.domain.tzdb import tzdata_version
-
-
-class Output(NamedTuple):
-    """A record to commit; ``partition`` is the trigger's partition number (None: by key)."""
-
-    event: ev.Event
-    partition: int | None
-
+from horae.ports import Emit
 
 STATE_OF_CAUSE = {
     "paused": ev.FireState.PAUSED,
@@ -43,6 +36,7 @@ def at(epoch: float) -> datetime:
 
 
 def fire_outputs(
+    router: Router,
     d: ev.TriggerDefinition,
     partition: int,
     *,
@@ -56,7 +50,7 @@ def fire_outputs(
     command_id: str | None = None,
     tzdata: str | None = None,
     next_instant: int | None = None,
-) -> list[Output]:
+) -> list[Emit]:
     """The ledger record of one decided instant and, when ``lane`` is set, its hand-over.
     ``next_instant`` (the trigger's following instant) is the dispatch deadline: retries are
     truncated there."""
@@ -82,11 +76,11 @@ def fire_outputs(
         cause_detail=detail,
         command_id=command_id,
     )
-    outputs = [Output(record, partition)]
+    outputs = [router.emit(record, partition)]
     if lane is None:
         return outputs
     if d.target.kind is _EVENT:
-        outputs.append(Output(triggered_event(d, record), partition))
+        outputs.append(router.emit(triggered_event(d, record), partition))
     else:
         order = ev.DispatchOrder(
             fire=record,
@@ -99,7 +93,7 @@ def fire_outputs(
             content_type=d.content_type,
             deadline=None if next_instant is None else at(next_instant),
         )
-        outputs.append(Output(order, partition))
+        outputs.append(router.emit(order, partition))
     return outputs
 
 
@@ -122,13 +116,14 @@ def triggered_event(d: ev.TriggerDefinition, fire: ev.FireRecord) -> ev.Schedule
 
 
 def schedule_event(
+    router: Router,
     d: ev.TriggerDefinition,
     partition: int,
     kind: ev.ScheduleEventType,
     now: float,
     cause: str | None = None,
     *id_parts: object,
-) -> Output:
+) -> Emit:
     """A tenant-facing event about the trigger itself (paused, resumed, rejected, ...)."""
     event = ev.ScheduleEvent(
         event_id=event_id(kind.value, d.tenant, d.trigger_id, d.version, cause, *id_parts),
@@ -139,4 +134,4 @@ def schedule_event(
         trigger_version=d.version,
         cause=cause,
     )
-    return Output(event, partition)
+    return router.emit(event, partition)

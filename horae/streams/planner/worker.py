@@ -12,30 +12,44 @@ State lives in Kafka only: on assignment (and after any aborted transaction) eac
 index is rebuilt from the compacted planner-state changelog and the accepted definitions (both
 written in the transactions that commit the input offsets), so restart, rebalance and failover
 take the same path as a cold start.
+
+The worker does its I/O through ports (:mod:`horae.ports`): a :class:`~horae.ports.TransactionalLog`
+(Kafka: :class:`~horae.kafka.txn.TransactionalProcessor`), a :class:`~horae.ports.PartitionReader`
+for rebuilds, a :class:`~horae.ports.Clock` and the clock gate's
+:class:`~horae.streams.planner.clock.BrokerClock`; unit tests pass the in-memory twins of
+:mod:`horae.testing`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer
 
-from horae.contracts import events as ev
-from horae.contracts.codec import encode
 from horae.contracts.ingress import TenantKeys
-from horae.contracts.topics import Topic, lane_topic, topic_name
+from horae.contracts.routing import Router
+from horae.contracts.topics import Topic
 from horae.domain.trigger import Limits
-from horae.kafka.txn import OutRecord, TransactionalProcessor, TransactionFailed, member_configs
-from horae.streams.planner.clock import ClockGate, clock_topic
+from horae.kafka.reader import KafkaPartitionReader
+from horae.kafka.txn import TransactionalProcessor, member_configs
+from horae.ports import (
+    SYSTEM_CLOCK,
+    Clock,
+    Emit,
+    InputRecord,
+    PartitionReader,
+    TopicPartitionKey,
+    TransactionalLog,
+    TransactionFailed,
+)
+from horae.streams.planner.clock import BrokerClock, ClockGate, KafkaBrokerClock, clock_topic
 from horae.streams.planner.decide import Decider
 from horae.streams.planner.index import DueIndex
 from horae.streams.planner.metrics import PlannerMetrics
 from horae.streams.planner.rebuild import long_lived, rebuild_partition
-from horae.streams.planner.records import Output
 
 log = logging.getLogger(__name__)
 
@@ -55,54 +69,62 @@ class PlannerConfig:
 
 
 class Planner:
-    """One planner worker. ``run(stop)`` loops until ``stop`` is set."""
+    """One planner worker. ``run(stop)`` loops until ``stop`` is set. The ports default to the
+    Kafka adapters built from ``config``."""
 
     def __init__(
         self,
         config: PlannerConfig,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
         metrics: PlannerMetrics | None = None,
+        *,
+        txn: TransactionalLog | None = None,
+        reader: PartitionReader | None = None,
+        broker_clock: BrokerClock | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
         self.metrics = metrics or PlannerMetrics()
-        self.decider = Decider(config.tenant_keys, Limits(min_interval_s=config.min_interval_s))
+        self.router = Router(config.prefix)
+        self.decider = Decider(
+            config.tenant_keys, Limits(min_interval_s=config.min_interval_s), router=self.router
+        )
         self.indexes: dict[int, DueIndex] = {}
-        self._topics = {t: topic_name(t, config.prefix) for t in Topic}
-        consumer_config, producer_config = member_configs(
-            config.bootstrap,
-            f"{config.prefix}planner",
-            config.slot,
-            config.session_timeout_ms,
-            min_poll_interval_ms=30_000,
-            linger_ms=5,
-        )
-        self.consumer = Consumer(consumer_config)
-        self.txn = TransactionalProcessor(self.consumer, producer_config, self._rebuild_all)
-        self.gate = ClockGate(
-            config.bootstrap, clock_topic(config.prefix), clock, config.max_skew_s
-        )
+        self._topics = self.router.names
+        if txn is None:
+            consumer_config, producer_config = member_configs(
+                config.bootstrap,
+                f"{config.prefix}planner",
+                config.slot,
+                config.session_timeout_ms,
+                min_poll_interval_ms=30_000,
+                linger_ms=5,
+            )
+            txn = TransactionalProcessor(Consumer(consumer_config), producer_config)
+        self.txn = txn
+        self.reader = reader or KafkaPartitionReader(config.bootstrap)
+        broker = broker_clock or KafkaBrokerClock(config.bootstrap, clock_topic(config.prefix))
+        self.gate = ClockGate(broker, clock, config.max_skew_s)
         self._subscribed = False
 
     # --- group membership ----------------------------------------------------------------
     def _subscribe(self) -> None:
-        self.consumer.subscribe(
+        self.txn.subscribe(
             [self._topics[Topic.DEFINITIONS], self._topics[Topic.COMMANDS]],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
-            on_lost=self._on_revoke,
         )
         self._subscribed = True
 
     def _release(self) -> None:
-        self.consumer.unsubscribe()
+        self.txn.unsubscribe()
         self.indexes.clear()
         self._subscribed = False
         self.metrics.partitions_owned.set(0)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        numbers = sorted({tp.partition for tp in partitions})
-        started = time.monotonic()
+    def _on_assign(self, partitions: Sequence[TopicPartitionKey]) -> None:
+        numbers = sorted({p for _, p in partitions})
+        started = self.clock.monotonic()
         with long_lived():
             for p in numbers:
                 self.indexes[p] = self._rebuild(p)
@@ -111,23 +133,23 @@ class Planner:
             "assigned partitions %s: %d triggers indexed in %.2f s",
             numbers,
             sum(len(self.indexes[p]) for p in numbers),
-            time.monotonic() - started,
+            self.clock.monotonic() - started,
         )
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, partitions: Sequence[TopicPartitionKey]) -> None:
         # every batch is committed before the next poll, so nothing is pending here
-        for tp in partitions:
-            self.indexes.pop(tp.partition, None)
+        for _, p in partitions:
+            self.indexes.pop(p, None)
         self.metrics.partitions_owned.set(len(self.indexes))
 
     def _rebuild(self, p: int) -> DueIndex:
         return rebuild_partition(
-            self.config.bootstrap,
+            self.reader,
             p,
             accepted_topic=self._topics[Topic.ACCEPTED],
             state_topic=self._topics[Topic.PLANNER_STATE],
             decider=self.decider,
-            now=self.clock(),
+            now=self.clock.now(),
         )
 
     def _rebuild_all(self) -> None:
@@ -140,16 +162,17 @@ class Planner:
         self.gate.wait_first_reading()
         try:
             while not stop.is_set():
-                self.step()
+                self.step(stop)
         finally:
             self.close()
 
     def close(self) -> None:
         self.gate.close()
         self.txn.close()
-        self.consumer.close()
 
-    def step(self) -> None:
+    def step(self, stop: threading.Event | None = None) -> None:
+        """One iteration (see the module docstring). With the gate closed it releases the
+        partitions and waits up to half a second (on ``stop``, when given)."""
         self.gate.poll()
         self.metrics.clock_offset.set(self.gate.reading.offset_s if self.gate.reading else 0.0)
         if not self.gate.open:
@@ -157,22 +180,23 @@ class Planner:
                 log.error("clock gate closed (reading %s): releasing partitions", self.gate.reading)
                 self.metrics.clock_gate_closed.inc()
                 self._release()
-            time.sleep(min(self.config.tick_s, 0.5))
+            if stop is not None:
+                stop.wait(min(self.config.tick_s, 0.5))
             return
         if not self._subscribed:
             self._subscribe()
-        messages = self.consumer.consume(1000, timeout=self._wait_s())
-        now = self.clock()
-        outputs: list[Output] = []
-        for msg in messages:
-            outputs.extend(self._apply(msg, now))
+        records = self.txn.consume(1000, self._wait_s())
+        now = self.clock.now()
+        outputs: list[Emit] = []
+        for record in records:
+            outputs.extend(self._apply(record, now))
         decide_until = now - self.config.epsilon_s
         for index in self.indexes.values():
             outputs.extend(
                 self.decider.decide_due(index, decide_until, now, self.config.batch_limit)
             )
-        if messages or outputs:
-            self._commit(outputs, messages, now)
+        if records or outputs:
+            self._commit(outputs, now)
         earliest = [d for i in self.indexes.values() if (d := i.earliest_due()) is not None]
         self.metrics.oldest_due_age.set(max(0.0, now - min(earliest)) if earliest else 0.0)
 
@@ -180,51 +204,23 @@ class Planner:
         due = [d for i in self.indexes.values() if (d := i.earliest_due()) is not None]
         if not due:
             return self.config.tick_s
-        until = min(due) + self.config.epsilon_s - self.clock()
+        until = min(due) + self.config.epsilon_s - self.clock.now()
         return max(0.0, min(self.config.tick_s, until))
 
-    def _apply(self, msg: Message, now: float) -> list[Output]:
-        if msg.error() is not None:
-            log.warning("consume error: %s", msg.error())
-            return []
-        index = self.indexes.get(msg.partition() or 0)
+    def _apply(self, record: InputRecord, now: float) -> list[Emit]:
+        index = self.indexes.get(record.partition() or 0)
         if index is None:
             return []
-        if msg.topic() == self._topics[Topic.DEFINITIONS]:
-            return self.decider.on_definition_record(index, msg, now)
-        return self.decider.on_command_record(index, msg, now)
+        if record.topic() == self._topics[Topic.DEFINITIONS]:
+            return self.decider.on_definition_record(index, record, now)
+        return self.decider.on_command_record(index, record, now)
 
-    def _commit(self, outputs: Sequence[Output], messages: Sequence[Message], now: float) -> None:
-        records = [self._record(out) for out in outputs]
-        offsets = [
-            tp for tp in self.consumer.position(self.consumer.assignment()) if tp.offset >= 0
-        ]
+    def _commit(self, outputs: Sequence[Emit], now: float) -> None:
         try:
-            self.txn.commit(records, offsets)
+            self.txn.commit(outputs, self.txn.positions())
         except TransactionFailed as exc:
             self.metrics.transaction_aborts.inc()
             log.warning("transaction aborted, state rebuilt from Kafka: %s", exc)
+            self._rebuild_all()
             return
         self.metrics.observe_committed(outputs, now)
-
-    def _record(self, out: Output) -> OutRecord:
-        event, partition = out.event, out.partition
-        topic: Topic
-        key: str
-        if isinstance(event, ev.FireRecord):
-            topic, key = Topic.FIRES, event.fire_key
-        elif isinstance(event, ev.PlannerState):
-            topic, key = Topic.PLANNER_STATE, ev.trigger_key(event.tenant, event.trigger_id)
-        elif isinstance(event, ev.DispatchOrder):
-            topic, key = lane_topic(event.lane), event.fire.fire_key
-        elif isinstance(event, ev.TriggerDefinition):
-            topic, key = Topic.ACCEPTED, ev.trigger_key(event.tenant, event.trigger_id)
-        elif isinstance(event, ev.ScheduleEvent):
-            topic, key = Topic.SCHEDULE_EVENTS, ev.trigger_key(event.tenant, event.trigger_id)
-        elif isinstance(event, ev.Quarantined):
-            topic, key = Topic.QUARANTINE, (event.original_key or b"").decode(errors="replace")
-        elif isinstance(event, ev.AuditEntry):
-            topic, key, partition = Topic.AUDIT, event.tenant, None
-        else:  # pragma: no cover - the decider emits only the types above
-            raise TypeError(f"unexpected output {type(event).__name__}")
-        return OutRecord(self._topics[topic], key.encode(), encode(event), partition)

@@ -21,6 +21,7 @@ from horae.contracts import signing
 from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import decode, encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.ports import WallClock
 from horae.streams.planner.clock import ensure_clock_topic
 from horae.streams.planner.worker import Planner, PlannerConfig
 from tests.integration.topic_reader import read_committed
@@ -111,7 +112,7 @@ class PlannerEnv:
     def start_thread(
         self, slot: str = "a", clock: Callable[[], float] = time.time, **overrides: object
     ) -> Planner:
-        planner = Planner(self.config(slot, **overrides), clock=clock)
+        planner = Planner(self.config(slot, **overrides), clock=WallClock(clock))
         stop = threading.Event()
         thread = threading.Thread(target=planner.run, args=(stop,), daemon=True)
         thread.start()

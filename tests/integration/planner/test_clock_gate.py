@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from horae.streams.planner.clock import ClockGate, clock_topic
+from horae.ports import SYSTEM_CLOCK
+from horae.streams.planner.clock import ClockGate, KafkaBrokerClock, clock_topic
 from tests.integration.planner.harness import PlannerEnv, definition, ledger
 
 
@@ -40,8 +41,8 @@ def test_a_reading_gone_stale_while_busy_is_refreshed_not_a_closed_gate(
 ) -> None:
     """A long rebuild on assignment leaves the last reading old: the next poll probes again and
     the gate stays open; a broker that does not answer closes it."""
-    gate = ClockGate(planner_env.bootstrap, clock_topic(planner_env.prefix), time.time, 2.0,
-                     stale_after_s=1.0)  # fmt: skip
+    broker = KafkaBrokerClock(planner_env.bootstrap, clock_topic(planner_env.prefix))
+    gate = ClockGate(broker, SYSTEM_CLOCK, 2.0, stale_after_s=1.0)
     try:
         assert gate.wait_first_reading()
         time.sleep(1.5)  # busy elsewhere: the reading is stale now
@@ -50,7 +51,9 @@ def test_a_reading_gone_stale_while_busy_is_refreshed_not_a_closed_gate(
         assert gate.open
     finally:
         gate.close()
-    unreachable = ClockGate("127.0.0.1:1", "nowhere", time.time, 2.0, stale_after_s=1.0)
+    unreachable = ClockGate(
+        KafkaBrokerClock("127.0.0.1:1", "nowhere"), SYSTEM_CLOCK, 2.0, stale_after_s=1.0
+    )
     try:
         assert not unreachable.wait_first_reading(timeout_s=1.0)
         unreachable.poll()

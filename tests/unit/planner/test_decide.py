@@ -5,20 +5,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from horae.contracts import events as ev
+from horae.ports import Emit
 from horae.streams.planner.decide import Decider
 from horae.streams.planner.index import DueIndex
-from horae.streams.planner.records import Output
-from tests.integration.planner.harness import definition
+from tests.unit.planner.builders import definition
 
 T0 = 1_800_000_000 - 1_800_000_000 % 3600  # an hour boundary
 KEY = "acme/hourly"
 
 
-def _fires(outputs: list[Output]) -> list[ev.FireRecord]:
+def _fires(outputs: list[Emit]) -> list[ev.FireRecord]:
     return [o.event for o in outputs if isinstance(o.event, ev.FireRecord)]
 
 
-def _events(outputs: list[Output]) -> list[str]:
+def _events(outputs: list[Emit]) -> list[str]:
     return [o.event.type for o in outputs if isinstance(o.event, ev.ScheduleEvent)]
 
 
@@ -29,7 +29,7 @@ def _setup(expr: str = "0 * * * *") -> tuple[Decider, DueIndex, ev.TriggerDefini
     return decider, index, d
 
 
-def _tick(decider: Decider, index: DueIndex, now: float) -> list[Output]:
+def _tick(decider: Decider, index: DueIndex, now: float) -> list[Emit]:
     return decider.decide_due(index, now, now, 1000)
 
 

@@ -1,0 +1,321 @@
+"""In-memory twins of the ports (:mod:`horae.ports`), for unit tests and for trying Horae out.
+
+Each keeps the contract of its port (the contract suites in ``tests/unit/ports`` run over these and
+over the real adapters), in plain Python, with time moved by hand:
+
+- :class:`InMemoryLog` — topics of partitions held as lists, one consumer-group member whose
+  transactions append the records produced and commit the offsets together; a failed commit
+  leaves nothing, rewinds the member and raises :class:`~horae.ports.TransactionFailed`. Faults
+  are injected with :meth:`InMemoryLog.fail_next_commit` (or by producing to a partition that
+  does not exist, as on Kafka);
+- :class:`InMemoryReader` — reads a partition of an :class:`InMemoryLog`;
+- :class:`InMemoryStore` — read-model rows and offsets of the projector's batches;
+- :class:`VirtualClock` and :class:`VirtualBrokerClock` — wall and monotonic time that move only
+  when told (or when a poll waits), and a broker clock answering probes with a chosen skew;
+- :class:`RecordingSender` and :class:`StaticResolver` — the HTTP edge without a network.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from horae.dispatch.http_sender import AttemptResult, TransportResult
+from horae.ports import (
+    Emit,
+    Headers,
+    Offsets,
+    Record,
+    TopicPartitionKey,
+    TransactionFailed,
+)
+from horae.projections.rows import Batch, Row, Stage
+from horae.projections.store import ApplyResult, position_of
+
+Callback = Callable[[Sequence[TopicPartitionKey]], None]
+
+
+def _no_callback(_: Sequence[TopicPartitionKey]) -> None:
+    return None
+
+
+class InMemoryLog:
+    """Topics, and one group member's transactional view of them (a :class:`TransactionalLog`).
+
+    :meth:`create_topic` and :meth:`produce` stand for the outside world (topics created by the
+    operator, records produced by tenants); everything the member commits is appended at commit
+    time, so every stored record is committed. The member owns every partition of the topics it
+    subscribed to; :meth:`consume` first reports a new assignment through ``on_assign``.
+    """
+
+    def __init__(self, on_rewind: Callable[[], None] = lambda: None) -> None:
+        self.partitions: dict[str, list[list[Record]]] = {}
+        self.committed: dict[TopicPartitionKey, int] = {}
+        self.commits = 0
+        self.aborts = 0
+        self._on_rewind = on_rewind
+        self._topics: list[str] = []
+        self._on_assign: Callback = _no_callback
+        self._on_revoke: Callback = _no_callback
+        self._assigned: list[TopicPartitionKey] = []
+        self._positions: dict[TopicPartitionKey, int] = {}
+        self._faults: list[str] = []
+
+    # --- the outside world ---------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int) -> None:
+        """Create ``name`` with ``partitions`` empty partitions (no-op if it exists)."""
+        self.partitions.setdefault(name, [[] for _ in range(partitions)])
+
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+    ) -> Record:
+        """Append one record outside any transaction (what a tenant's producer does)."""
+        parts = self.partitions[topic]
+        if partition is None:
+            partition = zlib.crc32(key or b"") % len(parts)
+        log = parts[partition]
+        record = Record(topic, partition, len(log), key, value, headers)
+        log.append(record)
+        return record
+
+    def records(self, topic: str) -> list[Record]:
+        """Every record of ``topic``, partition by partition."""
+        return [r for part in self.partitions.get(topic, []) for r in part]
+
+    def fail_next_commit(self, reason: str = "injected fault") -> None:
+        """Make the next :meth:`commit` fail (as an abortable Kafka error would)."""
+        self._faults.append(reason)
+
+    # --- TransactionalLog ----------------------------------------------------------------
+    def subscribe(self, topics: Sequence[str], on_assign: Callback, on_revoke: Callback) -> None:
+        self._topics = list(topics)
+        self._on_assign, self._on_revoke = on_assign, on_revoke
+
+    def unsubscribe(self) -> None:
+        self._topics = []
+        self._assigned = []
+        self._positions.clear()
+
+    def _rebalance(self) -> None:
+        wanted = [(t, p) for t in self._topics for p in range(len(self.partitions.get(t, [])))]
+        if wanted == self._assigned:
+            return
+        gone = [tp for tp in self._assigned if tp not in wanted]
+        if gone:
+            self._on_revoke(gone)
+        self._assigned = wanted
+        self._positions = {tp: self.committed.get(tp, 0) for tp in wanted}
+        self._on_assign(wanted)
+
+    def consume(self, max_records: int, timeout_s: float) -> list[Record]:
+        self._rebalance()
+        out: list[Record] = []
+        for tp in self._assigned:
+            log = self.partitions[tp[0]][tp[1]]
+            start = self._positions[tp]
+            taken = log[start : start + max_records - len(out)]
+            out += taken
+            self._positions[tp] = start + len(taken)
+            if len(out) >= max_records:
+                break
+        return out
+
+    def assignment(self) -> list[TopicPartitionKey]:
+        return list(self._assigned)
+
+    def positions(self) -> dict[TopicPartitionKey, int]:
+        return dict(self._positions)
+
+    def commit(self, records: Sequence[Emit], next_offsets: Offsets) -> None:
+        fault = self._faults.pop(0) if self._faults else None
+        if fault is None:
+            fault = next((self._misplaced(r) for r in records if self._misplaced(r)), None)
+        if fault is not None:
+            self.aborts += 1
+            self.rewind()
+            raise TransactionFailed(fault)
+        for r in records:
+            self.produce(r.topic, r.key, r.value, r.partition, r.headers)
+        for tp, offset in next_offsets.items():
+            self.committed[tp] = offset
+        self.commits += 1
+
+    def _misplaced(self, r: Emit) -> str | None:
+        parts = self.partitions.get(r.topic)
+        if parts is None:
+            return f"unknown topic {r.topic}"
+        if r.partition is not None and not 0 <= r.partition < len(parts):
+            return f"unknown partition {r.topic}[{r.partition}]"
+        return None
+
+    def rewind(self) -> None:
+        for tp in self._assigned:
+            self._positions[tp] = self.committed.get(tp, 0)
+        self._on_rewind()
+
+    def close(self) -> None:
+        self.unsubscribe()
+
+
+class InMemoryReader:
+    """The :class:`~horae.ports.PartitionReader` of an :class:`InMemoryLog`."""
+
+    def __init__(self, log: InMemoryLog) -> None:
+        self.log = log
+
+    def read(
+        self, topic: str, partition: int, start: int = 0, stop: int | None = None
+    ) -> Iterator[Record]:
+        parts = self.log.partitions.get(topic)
+        if parts is None or partition >= len(parts):
+            return iter(())
+        records = parts[partition]
+        end = len(records) if stop is None else min(stop, len(records))
+        return iter(records[start:end])
+
+
+class InMemoryStore:
+    """The :class:`~horae.ports.ReadModelStore` in memory: staged rows per table, and offsets.
+    A record below a stored offset is dropped, as by
+    :class:`~horae.projections.store.ProjectionStore`
+    (the merge rules of the SQL tables are not modelled: every row kept is appended)."""
+
+    def __init__(self, stage_topics: Mapping[Stage, str]) -> None:
+        self.stage_topics = dict(stage_topics)
+        self.rows: dict[Stage, list[Row]] = {}
+        self.offsets: dict[TopicPartitionKey, int] = {}
+        self._faults: list[str] = []
+
+    def fail_next_apply(self, reason: str = "injected fault") -> None:
+        """Make the next :meth:`apply` raise ``RuntimeError`` (nothing is written)."""
+        self._faults.append(reason)
+
+    def apply(self, batch: Batch) -> ApplyResult:
+        if self._faults:
+            raise RuntimeError(self._faults.pop(0))
+        result = ApplyResult()
+        if not batch.next_offsets:
+            return result
+        stored = {tp: self.offsets[tp] for tp in batch.next_offsets if tp in self.offsets}
+        for stage, rows in batch.rows.items():
+            topic = self.stage_topics.get(stage, "")
+            kept = []
+            for row in rows:
+                t, p, o = position_of(stage, row, topic)
+                if o < stored.get((t, p), -1):
+                    result.dropped += 1
+                else:
+                    kept.append(row)
+            if kept:
+                self.rows.setdefault(stage, []).extend(kept)
+                result.rows[stage] = len(kept)
+        for tp, offset in batch.next_offsets.items():
+            if offset > stored.get(tp, -1):
+                self.offsets[tp] = offset
+        return result
+
+    def stored_offsets(self) -> dict[TopicPartitionKey, int]:
+        return dict(self.offsets)
+
+
+class VirtualClock:
+    """A :class:`~horae.ports.Clock` that moves only through :meth:`advance`; wall and monotonic
+    time move together (:meth:`jump` moves the wall clock alone)."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self._wall = start
+        self._mono = 0.0
+
+    def now(self) -> float:
+        return self._wall
+
+    def monotonic(self) -> float:
+        return self._mono
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("time does not go back")
+        self._wall += seconds
+        self._mono += seconds
+
+    def jump(self, seconds: float) -> None:
+        """Step the wall clock alone (an operator or NTP setting it), either way."""
+        self._wall += seconds
+
+
+class VirtualBrokerClock:
+    """A :class:`~horae.streams.planner.clock.BrokerClock` whose broker time is the virtual
+    clock's plus ``skew_s``. Probes are answered at the next :meth:`poll`; a poll with nothing to
+    answer waits, that is, advances the clock by its timeout. ``answering`` False: probes are
+    never answered (a broker out of reach)."""
+
+    def __init__(self, clock: VirtualClock, skew_s: float = 0.0, latency_s: float = 0.0) -> None:
+        self.clock = clock
+        self.skew_s = skew_s
+        self.latency_s = latency_s
+        self.answering = True
+        self.probes = 0
+        self._pending: list[Callable[[float | None], None]] = []
+
+    def probe(self, on_stamp: Callable[[float | None], None]) -> None:
+        self.probes += 1
+        self._pending.append(on_stamp)
+
+    def poll(self, timeout_s: float) -> None:
+        if self.answering and self._pending:
+            self.clock.advance(self.latency_s)
+            pending, self._pending = self._pending, []
+            for on_stamp in pending:
+                on_stamp(self.clock.now() + self.skew_s)
+        elif timeout_s > 0:
+            self.clock.advance(timeout_s)
+
+    def close(self) -> None:
+        self._pending.clear()
+
+
+@dataclass
+class SentRequest:
+    url: str
+    body: bytes
+    headers: dict[str, str]
+    method: str
+
+
+@dataclass
+class RecordingSender:
+    """An :class:`~horae.ports.HttpSender` that records each request and answers with the next
+    of ``results`` (the last one repeats; default: 200 OK)."""
+
+    results: list[AttemptResult] = field(
+        default_factory=lambda: [AttemptResult(TransportResult.OK, status=200)]
+    )
+    sent: list[SentRequest] = field(default_factory=list)
+
+    async def send(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, method: str = "POST"
+    ) -> AttemptResult:
+        self.sent.append(SentRequest(url, body, dict(headers), method))
+        return self.results.pop(0) if len(self.results) > 1 else self.results[0]
+
+
+class StaticResolver:
+    """A :class:`~horae.ports.Resolver` answering from a table (host → addresses); a host not in
+    it does not resolve (``OSError``), as with the system resolver."""
+
+    def __init__(self, table: Mapping[str, Sequence[str]]) -> None:
+        self.table = {host.lower(): list(addrs) for host, addrs in table.items()}
+        self.asked: list[tuple[str, int]] = []
+
+    async def __call__(self, host: str, port: int) -> list[str]:
+        self.asked.append((host, port))
+        found = self.table.get(host.lower())
+        if not found:
+            raise OSError(f"{host} does not resolve")
+        return list(found)
