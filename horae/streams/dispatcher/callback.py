@@ -3,8 +3,8 @@
 ``POST /v1/outcomes`` with the token of the attempt (header ``Horae-Callback-Token``, or
 ``Authorization: Bearer <token>``) and a JSON body ``{"state": "succeeded" | "failed",
 "error": "..."}``. The token (issued per attempt, scoped to tenant, trigger, fire key and attempt,
-HMAC with ``HORAE_CALLBACK_SECRET``) must be valid and unexpired (``HORAE_CALLBACK_TTL_S`` after
-the attempt) and unused. Answers:
+HMAC with ``HORAE_DISPATCHER_CALLBACK_SECRET``) must be valid and unexpired
+(``HORAE_DISPATCHER_CALLBACK_TTL_S`` after the attempt) and unused. Answers:
 
 - 202: accepted; a :class:`~horae.contracts.events.WorkOutcome` (``attempts`` = the token's
   attempt) is durably on the outcomes topic (key = fire key, the trigger's partition);
