@@ -1,7 +1,8 @@
 """The event contracts of Horae as Python types: one frozen dataclass per Avro record.
 
-Each top-level event ``X`` has the schema ``schemas/X.avsc`` (namespace ``horae.events``); the test
-``tests/unit/contracts/test_mirror.py`` proves both agree field for field. Conventions:
+Each top-level event ``X`` has the schema ``horae/contracts/schemas/X.avsc`` (namespace
+``horae.events``); the test ``tests/unit/contracts/test_mirror.py`` proves both agree field for
+field. Conventions:
 
 - every instant is an aware UTC ``datetime`` (Avro ``long``/``timestamp-micros``);
 - enums are ``StrEnum`` whose values are the Avro symbols;
