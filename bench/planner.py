@@ -41,6 +41,7 @@ from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
 from horae.ports import WallClock
 from horae.settings import get_settings
 from horae.streams.planner.clock import ensure_clock_topic
+from horae.streams.planner.rebuild import FreezeAfterRebuild
 from horae.streams.planner.worker import Planner, PlannerConfig
 
 TENANT, KEY_ID, SECRET = "bench", "bench-1", b"bench-secret"
@@ -116,7 +117,7 @@ def load(bootstrap: str, prefix: str, triggers: int, peak: int, partitions: int)
     with multiprocessing.Pool(2) as pool:
         produced = sum(pool.map(_generate, chunks))
     print(f"produced {produced} signed definitions in {time.monotonic() - started:.1f} s")
-    planner = Planner(_config(bootstrap, prefix, "bench"))
+    planner = Planner(_config(bootstrap, prefix, "bench"), gc=FreezeAfterRebuild())
     stop = threading.Event()
     thread = threading.Thread(target=planner.run, args=(stop,))
     started = time.monotonic()
@@ -132,7 +133,9 @@ def load(bootstrap: str, prefix: str, triggers: int, peak: int, partitions: int)
 def coldstart_and_peak(bootstrap: str, prefix: str, triggers: int, peak: int) -> dict[str, float]:
     offset = 0.0
     planner = Planner(
-        _config(bootstrap, prefix, "bench"), clock=WallClock(lambda: time.time() + offset)
+        _config(bootstrap, prefix, "bench"),
+        clock=WallClock(lambda: time.time() + offset),
+        gc=FreezeAfterRebuild(),  # as the planner process does
     )
     before = _rss()
     stop = threading.Event()

@@ -15,6 +15,7 @@ from horae.cli.common import (
 )
 from horae.settings import Settings
 from horae.streams.planner.clock import ensure_clock_topic
+from horae.streams.planner.rebuild import FreezeAfterRebuild
 from horae.streams.planner.worker import Planner, PlannerConfig
 
 
@@ -41,7 +42,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         tenant_keys=settings.tenant_key_bytes(),
         min_interval_s=settings.min_interval_s,
     )
-    planner = Planner(config)
+    planner = Planner(config, gc=FreezeAfterRebuild())
     serve_metrics(mine.metrics_port, planner.metrics.registry)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

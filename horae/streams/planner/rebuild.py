@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Protocol
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
@@ -23,22 +23,55 @@ if TYPE_CHECKING:
     from horae.streams.planner.decide import Decider
 
 
-@contextmanager
-def long_lived() -> Iterator[None]:
-    """Build a large, long-lived structure (due indexes): the cyclic garbage collector is paused
-    meanwhile (each of its passes would scan everything built so far: quadratic in the size of
-    the index), and afterwards every object alive is moved to the permanent generation
-    (``gc.freeze``), so that later passes — every few thousand allocations at a peak — do not
-    scan a million triggers again. Frozen objects are still freed when no longer referenced (an
-    index is a tree: revoking a partition frees it)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+class GcPolicy(Protocol):
+    """What a planner does with the cyclic garbage collector around a rebuild of its due indexes
+    (a large, long-lived structure). The planner process passes :class:`FreezeAfterRebuild`;
+    the default, :class:`KeepGc`, leaves the collector alone (in-process tests, library use)."""
+
+    def rebuilding(self) -> AbstractContextManager[None]:
+        """Wraps one rebuild of the owned indexes (on assignment, after an abort)."""
+        ...
+
+
+class KeepGc:
+    """Leaves the garbage collector as it is."""
+
+    @contextmanager
+    def rebuilding(self) -> Iterator[None]:
         yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
+
+
+class FreezeAfterRebuild:
+    """The cyclic collector is paused during a rebuild (each of its passes would scan everything
+    built so far: quadratic in the size of the index), and afterwards every object alive is moved
+    to the permanent generation (``gc.freeze``), so that later passes — every few thousand
+    allocations at a peak — do not scan a million triggers again. Frozen objects are still freed
+    when no longer referenced (an index is a tree: revoking a partition frees it).
+
+    The first rebuild (the cold start) freezes once. A later one unfreezes first and, once the
+    new indexes are built, collects once before freezing again: so what the freeze holds is the
+    process as it is now, and cyclic garbage frozen earlier is reclaimed instead of kept for the
+    life of the process. ``gc.get_freeze_count()`` is exported as a planner metric."""
+
+    def __init__(self) -> None:
+        self.frozen = False
+
+    @contextmanager
+    def rebuilding(self) -> Iterator[None]:
+        later = self.frozen
+        if later:
+            gc.unfreeze()
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            yield
+        finally:
+            if later:
+                gc.collect()
+            gc.freeze()
+            self.frozen = True
+            if enabled:
+                gc.enable()
 
 
 def rebuild_partition(

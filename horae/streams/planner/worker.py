@@ -49,7 +49,7 @@ from horae.streams.planner.clock import BrokerClock, ClockGate, KafkaBrokerClock
 from horae.streams.planner.decide import Decider
 from horae.streams.planner.index import DueIndex
 from horae.streams.planner.metrics import PlannerMetrics
-from horae.streams.planner.rebuild import long_lived, rebuild_partition
+from horae.streams.planner.rebuild import GcPolicy, KeepGc, rebuild_partition
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,7 @@ class Planner:
         txn: TransactionalLog | None = None,
         reader: PartitionReader | None = None,
         broker_clock: BrokerClock | None = None,
+        gc: GcPolicy | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -89,6 +90,8 @@ class Planner:
         self.decider = Decider(
             config.tenant_keys, Limits(min_interval_s=config.min_interval_s), router=self.router
         )
+        self.metrics.watch_sharing(self.decider.shared)
+        self.gc = gc or KeepGc()  # the planner process passes FreezeAfterRebuild
         self.indexes: dict[int, DueIndex] = {}
         self._topics = self.router.names
         if txn is None:
@@ -125,7 +128,7 @@ class Planner:
     def _on_assign(self, partitions: Sequence[TopicPartitionKey]) -> None:
         numbers = sorted({p for _, p in partitions})
         started = self.clock.monotonic()
-        with long_lived():
+        with self.gc.rebuilding():
             for p in numbers:
                 self.indexes[p] = self._rebuild(p)
         self.metrics.partitions_owned.set(len(self.indexes))
@@ -153,7 +156,7 @@ class Planner:
         )
 
     def _rebuild_all(self) -> None:
-        with long_lived():
+        with self.gc.rebuilding():
             for p in list(self.indexes):
                 self.indexes[p] = self._rebuild(p)
 
