@@ -40,7 +40,9 @@ ROUTES: dict[type[ev.Event], Route] = {
     ev.Attempt: Route(Topic.ATTEMPTS, lambda e: e.fire_key),
     ev.WorkOutcome: Route(Topic.OUTCOMES, lambda e: e.fire_key),
     ev.ScheduleEvent: Route(Topic.SCHEDULE_EVENTS, _trigger),
-    ev.Quarantined: Route(Topic.QUARANTINE, lambda e: (e.original_key or b"").decode("replace")),
+    ev.Quarantined: Route(
+        Topic.QUARANTINE, lambda e: (e.original_key or b"").decode(errors="replace")
+    ),
     ev.AuditEntry: Route(Topic.AUDIT, lambda e: e.tenant, by_key=True),
 }
 
