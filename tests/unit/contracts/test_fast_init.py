@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from horae.contracts import events as ev
-from horae.contracts._fast_init import fast_init
+from horae.contracts._fast_init import event, fast_init
 
 RECORD_TYPES = [v for v in vars(ev).values() if isinstance(v, type) and dataclasses.is_dataclass(v)]
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
@@ -50,7 +50,7 @@ def test_fast_init_behaves_like_the_generated_one() -> None:
         assert one.c is not cls(3).c  # a fresh default per instance
         assert cls(a=1, c={"k": "v"}).c == {"k": "v"}
         with pytest.raises(dataclasses.FrozenInstanceError):
-            one.a = 5  # type: ignore[misc]
+            one.a = 5
         with pytest.raises(TypeError):
             cls()
         with pytest.raises(TypeError):
@@ -75,3 +75,22 @@ def test_unsupported_dataclasses_are_refused() -> None:
 
     with pytest.raises(TypeError, match="not a slot"):
         fast_init(NoSlots)
+
+
+def test_event_goes_over_a_frozen_slotted_dataclass_only() -> None:
+    @event
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Good:
+        a: int
+        b: tuple[str, ...] = ()
+
+    assert Good.__init__.__code__.co_filename.startswith("<fast_init")
+    assert Good(1) == Good(a=1, b=())
+
+    for cls in (
+        dataclasses.dataclass(slots=True)(type("Mutable", (), {"__annotations__": {"a": int}})),
+        dataclasses.dataclass(frozen=True)(type("Unslotted", (), {"__annotations__": {"a": int}})),
+        type("Plain", (), {}),
+    ):
+        with pytest.raises(TypeError, match="@event"):
+            event(cls)
