@@ -10,17 +10,19 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import decode, encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.kafka.reader import end_offset
 from horae.ports import WallClock
 from horae.streams.planner.clock import ensure_clock_topic
 from horae.streams.planner.worker import Planner, PlannerConfig
@@ -126,7 +128,10 @@ class PlannerEnv:
             thread.join(60)
         self.threads.clear()
 
-    def spawn(self, slot: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def spawn(
+        self, slot: str, extra_env: dict[str, str] | None = None, log: Path | None = None
+    ) -> subprocess.Popen[bytes]:
+        """A ``horae planner`` process in slot ``slot``; its output goes to ``log`` when given."""
         env = dict(
             os.environ,
             HORAE_KAFKA_BOOTSTRAP=self.bootstrap,
@@ -140,12 +145,40 @@ class PlannerEnv:
             HORAE_LOG_LEVEL="WARNING",
             **(extra_env or {}),
         )
-        return subprocess.Popen([sys.executable, "-m", "horae.cli.main", "planner"], env=env)
+        command = [sys.executable, "-m", "horae.cli.main", "planner"]
+        if log is None:
+            return subprocess.Popen(command, env=env)
+        with log.open("ab") as out:
+            return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
 
     def close(self) -> None:
         self.stop_threads()
         if self.producer is not None:
             self.producer.flush(10)
+
+
+def consumed(env: PlannerEnv, *topics: Topic) -> bool:
+    """True once the planner group's committed offsets reach the end of every partition of
+    ``topics``: all it decided from their records is committed (offsets commit in the same
+    transaction as the decisions)."""
+    consumer = Consumer(
+        {"bootstrap.servers": env.bootstrap, "group.id": f"{env.prefix}planner", "log_level": 3,
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    try:
+        tps = [TopicPartition(env.topic(t), p) for t in topics for p in range(PARTITIONS)]
+        ends = [end_offset(consumer, tp) for tp in tps]
+        committed = consumer.committed(tps, timeout=30)
+        return all(end == 0 or c.offset >= end for c, end in zip(committed, ends, strict=True))
+    finally:
+        consumer.close()
+
+
+def decided_since(env: PlannerEnv, instant: float, triggers: Iterable[str]) -> bool:
+    """True once each of ``triggers`` has a committed fire record (fired or not) scheduled at
+    ``instant`` or later."""
+    late = {f.trigger_id for f in ledger(env) if f.scheduled_at.timestamp() >= instant}
+    return set(triggers) <= late
 
 
 def read_all(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
 from horae.contracts import events as ev
@@ -11,11 +10,13 @@ from horae.contracts.topics import Topic
 from tests.integration.planner.harness import (
     PlannerEnv,
     command,
+    consumed,
     definition,
     duplicates,
     ledger,
     read_all,
 )
+from tests.waiting import wait_until
 
 
 def _decoded(env: PlannerEnv, topic: Topic, t: type[ev.Event]) -> list[ev.Event]:
@@ -27,7 +28,7 @@ def test_commands_and_poison(planner_env: PlannerEnv) -> None:
     planner_env.put(hourly)
     planner_env.put(definition("never", "0 0 30 2 *"))  # no instant in the next 5 years
     planner_env.start_thread("a")
-    time.sleep(3)
+    wait_until(lambda: consumed(planner_env, Topic.DEFINITIONS), 60, 0.2, "definitions decided")
     now = datetime.now(UTC).replace(microsecond=0)
     window = {"backfill_from": now - timedelta(hours=5), "backfill_to": now - timedelta(hours=1)}
     planner_env.send(command("hourly", ev.CommandKind.MANUAL_RUN))
@@ -35,7 +36,7 @@ def test_commands_and_poison(planner_env: PlannerEnv) -> None:
     planner_env.send(command("hourly", ev.CommandKind.BACKFILL, ev.Role.POLICY, **window))
     planner_env.send(command("hourly", ev.CommandKind.PAUSE))
     planner_env.send(command("hourly", ev.CommandKind.RESUME))
-    time.sleep(4)
+    wait_until(lambda: consumed(planner_env, Topic.COMMANDS), 60, 0.2, "commands decided")
     planner_env.stop_threads()
 
     fires = ledger(planner_env)

@@ -6,7 +6,16 @@ from __future__ import annotations
 import time
 
 from horae.contracts import events as ev
-from tests.integration.planner.harness import PlannerEnv, definition, duplicates, ledger
+from horae.contracts.topics import Topic
+from tests.integration.planner.harness import (
+    PlannerEnv,
+    consumed,
+    decided_since,
+    definition,
+    duplicates,
+    ledger,
+)
+from tests.waiting import wait_until
 
 OUTAGE_S = 600
 POLICIES = {
@@ -21,15 +30,21 @@ def test_outage_of_ten_minutes_per_misfire_policy(planner_env: PlannerEnv) -> No
     for name, policies in POLICIES.items():
         planner_env.put(definition(name, "*/2 * * * *", policies=policies))  # every 2 minutes
     planner_env.start_thread("a")
-    time.sleep(4)  # the triggers are indexed and their state committed
+    # the triggers are indexed and their state committed
+    wait_until(lambda: consumed(planner_env, Topic.DEFINITIONS), 60, 0.2, "definitions decided")
     planner_env.stop_threads()
     down_at = time.time()
     # the planner comes back about 10 minutes later, on a frozen virtual clock (the gate is widened
     # for it), 90 s after an instant so that the latest one is missed too (grace is 60 s)
     back_at = int(down_at) + OUTAGE_S
     back_at += (90 - back_at % 120) % 120
+    missed = list(range(int(down_at) // 120 * 120 + 120, back_at + 1, 120))
+    assert 5 <= len(missed) <= 6
     planner_env.start_thread("a", clock=lambda: float(back_at), max_skew_s=1e9)
-    time.sleep(5)
+    # instants are decided in order: a record of the latest missed one means all are decided
+    wait_until(
+        lambda: decided_since(planner_env, missed[-1], POLICIES), 60, 0.2, "the outage decided"
+    )
     planner_env.stop_threads()
     fires = ledger(planner_env)
     assert not duplicates(fires)
@@ -43,8 +58,6 @@ def test_outage_of_ten_minutes_per_misfire_policy(planner_env: PlannerEnv) -> No
         )
         for name in POLICIES
     }
-    missed = list(range(int(down_at) // 120 * 120 + 120, back_at + 1, 120))
-    assert 5 <= len(missed) <= 6
 
     def states(name: str) -> list[tuple[int, ev.FireState, str | None]]:
         return [(int(f.scheduled_at.timestamp()), f.state, f.cause) for f in by[name]]

@@ -6,17 +6,35 @@ import time
 from dataclasses import replace
 
 from horae.contracts import events as ev
-from horae.contracts.codec import decode
+from horae.contracts.codec import decode, encode
 from horae.contracts.topics import Topic
-from tests.integration.planner.harness import PlannerEnv, definition, duplicates, ledger, read_all
+from tests.integration.planner.harness import (
+    PlannerEnv,
+    consumed,
+    decided_since,
+    definition,
+    duplicates,
+    ledger,
+    read_all,
+)
+from tests.waiting import wait_until
+
+
+def ticks(env: PlannerEnv) -> list[ev.FireRecord]:
+    return [f for f in ledger(env) if f.trigger_id == "tick"]
+
+
+def quarantined(env: PlannerEnv) -> list[ev.Quarantined]:
+    records = read_all(env.bootstrap, env.topic(Topic.QUARANTINE))
+    return [decode(v, ev.Quarantined) for _, v in records if v]
 
 
 def test_every_second_trigger_fires_each_instant_once(planner_env: PlannerEnv) -> None:
     planner_env.put(definition("tick"))
     planner_env.start_thread("a")
-    time.sleep(6)
+    wait_until(lambda: len(ticks(planner_env)) >= 3, 60, 0.2, "three instants decided")
     planner_env.stop_threads()
-    fires = [f for f in ledger(planner_env) if f.trigger_id == "tick"]
+    fires = ticks(planner_env)
     assert not duplicates(fires)
     instants = sorted(int(f.scheduled_at.timestamp()) for f in fires)
     assert len(instants) >= 3
@@ -31,23 +49,25 @@ def test_every_second_trigger_fires_each_instant_once(planner_env: PlannerEnv) -
 
 
 def test_quarantined_definition_does_not_stop_its_partition(planner_env: PlannerEnv) -> None:
-    planner_env.produce(Topic.DEFINITIONS, b"acme/broken", b"\x00\x00\x00\x00\x07garbage")
-    forged = definition("forged")
-    planner_env.put(replace(forged, tenant="other"))
+    garbage = b"\x00\x00\x00\x00\x07garbage"
+    planner_env.produce(Topic.DEFINITIONS, b"acme/broken", garbage)
+    forged = replace(definition("forged"), tenant="other")
+    planner_env.put(forged)
     planner_env.put(definition("tick"))
     planner_env.start_thread("a")
-    time.sleep(4)
+    wait_until(lambda: ticks(planner_env), 60, 0.2, "the rest keeps flowing")
+    wait_until(lambda: consumed(planner_env, Topic.DEFINITIONS), 60, 0.2, "definitions consumed")
     planner_env.stop_threads()
-    quarantined = [
-        decode(v, ev.Quarantined)
-        for _, v in read_all(planner_env.bootstrap, planner_env.topic(Topic.QUARANTINE))
-        if v
-    ]
-    causes = {q.cause for q in quarantined}
+    refused = {q.original: q for q in quarantined(planner_env)}
+    assert len(refused) == 2
     # schema id 7 names another event type: refused as such before its body is read
-    assert "type" in causes
-    assert any(q.tenant == "other" for q in quarantined)
-    assert [f for f in ledger(planner_env) if f.trigger_id == "tick"], "the rest keeps flowing"
+    assert refused[garbage].cause == "type"
+    assert "where a TriggerDefinition was expected" in refused[garbage].detail
+    # signed with acme's key, claiming a tenant that has no keys
+    assert (refused[encode(forged)].cause, refused[encode(forged)].tenant) == (
+        "unknown-tenant",
+        "other",
+    )
 
 
 def test_forged_stale_or_tombstoned_ingress_records_change_nothing_after_a_restart(
@@ -59,26 +79,32 @@ def test_forged_stale_or_tombstoned_ingress_records_change_nothing_after_a_resta
     good = definition("tick")
     planner_env.put(good)
     planner_env.start_thread("a")
-    time.sleep(3)
+    wait_until(lambda: ticks(planner_env), 60, 0.2, "the trigger fired")
     planner_env.stop_threads()
     forged = replace(
         good, target=ev.Target(kind=ev.TargetKind.WEBHOOK, url="https://evil.example/")
     )
-    planner_env.put(replace(good, author="replayed"))  # the same version again: stale
+    planner_env.put(definition("tick"))  # the same version again, validly signed: stale
     planner_env.put(forged)  # same version, signature no longer matches: quarantined
     planner_env.produce(Topic.DEFINITIONS, b"acme/tick", None)  # a tombstone
     restarted = time.time()
     planner_env.start_thread("a")  # the same slot: it takes its partitions back at once
-    time.sleep(5)
+    wait_until(lambda: consumed(planner_env, Topic.DEFINITIONS), 60, 0.2, "ingress consumed")
+    wait_until(
+        lambda: decided_since(planner_env, restarted + 1, ["tick"]), 60, 0.2, "fired after restart"
+    )
     planner_env.stop_threads()
 
     accepted = read_all(planner_env.bootstrap, planner_env.topic(Topic.ACCEPTED))
     assert [decode(v or b"", ev.TriggerDefinition) for _, v in accepted] == [good]
+    assert [q.cause for q in quarantined(planner_env)] == [
+        "stale-version",
+        "signature",
+        "tombstone",
+    ]
     orders = [
         decode(v or b"", ev.DispatchOrder)
         for _, v in read_all(planner_env.bootstrap, planner_env.topic(Topic.LANE_ON_TIME))
     ]
-    after = [o for o in orders if o.fire.decided_at.timestamp() > restarted]
-    assert after, "the trigger kept firing after the restart"
     assert {o.target.url for o in orders} == {"https://hooks.example/x"}
     assert not duplicates(ledger(planner_env))
