@@ -8,6 +8,8 @@ import psycopg
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from tests.waiting import wait_until
+
 
 def _create_topic(bootstrap: str, name: str, config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -51,22 +53,22 @@ def _txn_producer(bootstrap: str, txid: str) -> Producer:
     return producer
 
 
-def test_committed_transaction_is_seen_exactly(kafka_bootstrap: str, unique: str) -> None:
-    topic = f"t-commit-{unique}"
+def test_committed_transaction_is_seen_exactly(kafka_bootstrap: str, topic_prefix: str) -> None:
+    topic = f"{topic_prefix}commit"
     _create_topic(kafka_bootstrap, topic)
-    producer = _txn_producer(kafka_bootstrap, f"tx-{unique}")
+    producer = _txn_producer(kafka_bootstrap, f"tx-{topic}")
     producer.begin_transaction()
     for i in range(10):
         producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
     producer.commit_transaction(30)
-    got = _consume_all(kafka_bootstrap, topic, f"g-{unique}", expect=10)
+    got = _consume_all(kafka_bootstrap, topic, f"g-{topic}", expect=10)
     assert got == [(f"k{i}".encode(), f"v{i}".encode()) for i in range(10)]
 
 
-def test_aborted_transaction_is_invisible(kafka_bootstrap: str, unique: str) -> None:
-    topic = f"t-abort-{unique}"
+def test_aborted_transaction_is_invisible(kafka_bootstrap: str, topic_prefix: str) -> None:
+    topic = f"{topic_prefix}abort"
     _create_topic(kafka_bootstrap, topic)
-    producer = _txn_producer(kafka_bootstrap, f"tx-{unique}")
+    producer = _txn_producer(kafka_bootstrap, f"tx-{topic}")
     producer.begin_transaction()
     for i in range(5):
         producer.produce(topic, key=b"aborted", value=str(i).encode())
@@ -74,12 +76,12 @@ def test_aborted_transaction_is_invisible(kafka_bootstrap: str, unique: str) -> 
     producer.begin_transaction()
     producer.produce(topic, key=b"kept", value=b"1")
     producer.commit_transaction(30)
-    got = _consume_all(kafka_bootstrap, topic, f"g-{unique}", expect=1)
+    got = _consume_all(kafka_bootstrap, topic, f"g-{topic}", expect=1)
     assert got == [(b"kept", b"1")]
 
 
-def test_compacted_topic_keeps_latest_per_key(kafka_bootstrap: str, unique: str) -> None:
-    topic = f"t-compact-{unique}"
+def test_compacted_topic_keeps_latest_per_key(kafka_bootstrap: str, topic_prefix: str) -> None:
+    topic = f"{topic_prefix}compact"
     config = {
         "cleanup.policy": "compact",
         "segment.ms": "100",
@@ -98,20 +100,16 @@ def test_compacted_topic_keeps_latest_per_key(kafka_bootstrap: str, unique: str)
         producer.produce(topic, key=b"trigger-1", value=value)
         producer.produce(topic, key=b"trigger-2", value=value + b"-2")
     producer.flush(30)
-    # roll the active segment: later records land in a new segment after segment.ms
-    deadline = time.monotonic() + 60
-    survivors: list[tuple[bytes | None, bytes | None]] = []
-    while time.monotonic() < deadline:
-        time.sleep(1.0)
+
+    def compacted() -> list[tuple[bytes | None, bytes | None]]:
+        # roll the active segment: later records land in a new segment after segment.ms
         producer.produce(topic, key=b"roller", value=b"x")
         producer.flush(30)
-        survivors = [
-            kv
-            for kv in _consume_all(kafka_bootstrap, topic, f"g-{unique}", 1, 3)
-            if kv[0] != b"roller"
-        ]
-        if len(survivors) == 2:
-            break
+        read = _consume_all(kafka_bootstrap, topic, f"g-{topic}", 1, 3)
+        survivors = [kv for kv in read if kv[0] != b"roller"]
+        return survivors if len(survivors) == 2 else []
+
+    survivors = wait_until(compacted, 60, 0.5, "the log cleaner never compacted")
     assert survivors == [(b"trigger-1", b"new"), (b"trigger-2", b"new-2")]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,6 +15,7 @@ from horae.contracts.topics import spec, topic_name
 from horae.kafka.reader import end_offset
 from horae.projections.projector import Projector
 from horae.projections.rows import PROJECTED
+from tests.waiting import wait_until
 
 PARTITIONS = 3
 
@@ -90,11 +90,12 @@ def wait_caught_up(
     alive: Callable[[], bool] = lambda: True,
 ) -> None:
     """Wait until the offsets stored in ``schema`` reach ``ends`` (non-empty partitions)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def caught_up() -> bool:
         stored = stored_offsets(db, schema)
-        if all(stored.get(tp, 0) >= end for tp, end in ends.items() if end > 0):
-            return
         assert alive(), "projector died"
-        time.sleep(0.2)
-    raise AssertionError(f"not caught up: stored {stored_offsets(db, schema)}, ends {ends}")
+        return all(stored.get(tp, 0) >= end for tp, end in ends.items() if end > 0)
+
+    wait_until(
+        caught_up, timeout_s, 0.1, lambda: f"stored {stored_offsets(db, schema)}, ends {ends}"
+    )

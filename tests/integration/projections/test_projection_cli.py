@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from horae.projections.projector import ProjectorConfig
 from horae.projections.synthetic import HistoryProducer, history
 from tests.integration.projections.projection_support import end_offsets, wait_caught_up
 from tests.paths import REPO_ROOT
+from tests.waiting import wait_until
 
 
 def horae(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -56,6 +56,12 @@ def test_cli_projector_metrics_rebuild_verify_swap(
     producer.flush()
     ends = end_offsets(config.bootstrap, topics)
     port = free_port()
+    served = (
+        "horae_projection_lag_records{",
+        "horae_projection_lag_seconds{",
+        "horae_projection_rows_total{",
+        "horae_projection_rows_per_second{",
+    )
     log = tmp_path / "projector.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -64,19 +70,17 @@ def test_cli_projector_metrics_rebuild_verify_swap(
         )  # fmt: skip
     try:
         wait_caught_up(db, config.schema, ends, alive=lambda: proc.poll() is None)
-        time.sleep(1.5)  # a lag refresh after the last batch
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-            metrics = resp.read().decode()
+
+        def scraped() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+                text: str = resp.read().decode()
+            return text if all(name in text for name in served) else ""
+
+        # the lag gauges appear with the lag refresh after the last batch
+        metrics = wait_until(scraped, 30, 0.2, lambda: f"metrics missing of {served}")
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, log.read_text()
-    for name in (
-        "horae_projection_lag_records{",
-        "horae_projection_lag_seconds{",
-        "horae_projection_rows_total{",
-        "horae_projection_rows_per_second{",
-    ):
-        assert name in metrics, name
     assert f'horae_projection_rows_total{{schema="{config.schema}",table="fires"}} 500.0' in metrics
 
     rebuilt = horae("projections", "rebuild", env=env)

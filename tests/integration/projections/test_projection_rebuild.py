@@ -35,10 +35,12 @@ def test_rebuild_equals_live_then_divergence_is_reported_and_swap_repairs(
     live = Projector(config)
     with running(live):
         wait_caught_up(db, config.schema, ends)
-    m, s = live.metrics, config.schema
-    assert m.duplicate_keys.labels(s, "different")._value.get() == 1
-    assert m.errors.labels(s, "framing")._value.get() == 1
-    assert m.rows.labels(s, "fires")._value.get() == 901  # the duplicate is staged, not applied
+    registry, s = live.metrics.registry, config.schema
+    sample = registry.get_sample_value
+    assert sample("horae_projection_duplicate_keys_total", {"schema": s, "kind": "different"}) == 1
+    assert sample("horae_projection_errors_total", {"schema": s, "cause": "framing"}) == 1
+    # the duplicate is staged, not applied
+    assert sample("horae_projection_rows_total", {"schema": s, "table": "fires"}) == 901
 
     shadow = f"{config.schema}_shadow"
     reports: list[Progress] = []

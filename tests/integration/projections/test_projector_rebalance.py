@@ -4,7 +4,6 @@ the result equals a rebuild and nothing is doubled."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 import psycopg
@@ -13,6 +12,7 @@ from horae.projections.projector import Projector, ProjectorConfig
 from horae.projections.rebuild import rebuild, verify
 from horae.projections.synthetic import HistoryProducer, history
 from tests.integration.projections.projection_support import end_offsets, running, wait_caught_up
+from tests.waiting import wait_until
 
 
 def test_partitions_move_between_members_without_loss_or_doubling(
@@ -35,14 +35,11 @@ def test_partitions_move_between_members_without_loss_or_doubling(
     second = Projector(config)
     with running(first):
         send(0)
-        time.sleep(1.0)
+        wait_until(lambda: first.stats.records, 30, 0.05, "the first member projects")
         with running(second):
             send(1)
-            deadline = time.monotonic() + 30
-            while not (first.positions and second.positions):  # both own partitions
-                assert time.monotonic() < deadline, "no rebalance"
-                time.sleep(0.1)
-            time.sleep(0.5)
+            wait_until(lambda: first.positions and second.positions, 30, 0.1, "no rebalance")
+            wait_until(lambda: second.stats.records, 30, 0.05, "the second member projects")
         send(2)  # the second member left: the first takes everything back
         wait_caught_up(db, config.schema, end_offsets(config.bootstrap, topics))
     assert first.stats.records + second.stats.records >= 4500

@@ -32,9 +32,12 @@ def test_rows_per_second_is_a_sliding_window() -> None:
     m = ProjectionMetrics(CollectorRegistry())
     for i in range(10):
         m.observe_rows("s", 1000, now=100.0 + i)
-    assert m.rows_per_second.labels("s")._value.get() == pytest.approx(10_000 / 9)
+    rate = {"schema": "s"}
+    assert m.registry.get_sample_value("horae_projection_rows_per_second", rate) == pytest.approx(
+        10_000 / 9
+    )
     m.observe_rows("s", 0, now=200.0)  # idle for long: the window forgets
-    assert m.rows_per_second.labels("s")._value.get() == 0.0
+    assert m.registry.get_sample_value("horae_projection_rows_per_second", rate) == 0.0
 
 
 def test_progress_renders_rate_and_eta() -> None:
