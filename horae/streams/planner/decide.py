@@ -14,7 +14,6 @@ Per trigger (a :class:`~horae.streams.planner.index.TriggerEntry`):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 
 from horae.contracts import events as ev
@@ -290,7 +289,3 @@ class Decider:
         key = ev.trigger_key(d.tenant, d.trigger_id)
         self._reschedule(key, entry)
         return entry
-
-
-def tenant_keys_from(raw: Mapping[str, Mapping[str, str]]) -> TenantKeys:
-    return {t: {k: v.encode() for k, v in keys.items()} for t, keys in raw.items()}
