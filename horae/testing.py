@@ -50,11 +50,12 @@ class InMemoryLog:
     """
 
     def __init__(self, on_rewind: Callable[[], None] = lambda: None) -> None:
+        """``on_rewind`` (settable later) is the owner's callback after a rewind."""
         self.partitions: dict[str, list[list[Record]]] = {}
         self.committed: dict[TopicPartitionKey, int] = {}
         self.commits = 0
         self.aborts = 0
-        self._on_rewind = on_rewind
+        self.on_rewind = on_rewind
         self._topics: list[str] = []
         self._on_assign: Callback = _no_callback
         self._on_revoke: Callback = _no_callback
@@ -157,7 +158,7 @@ class InMemoryLog:
     def rewind(self) -> None:
         for tp in self._assigned:
             self._positions[tp] = self.committed.get(tp, 0)
-        self._on_rewind()
+        self.on_rewind()
 
     def close(self) -> None:
         self.unsubscribe()

@@ -1,0 +1,148 @@
+"""One contract suite per port, written once and run over every adapter (APScheduler's pattern):
+a backend subclasses the suite and provides the ``rig`` fixture. The in-memory adapters run in
+``tests/unit/ports``, the Kafka and PostgreSQL ones in ``tests/integration/ports``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import pytest
+
+from horae.contracts import events as ev
+from horae.contracts.codec import default_codec, encode
+from horae.contracts.topics import Topic
+from horae.ports import (
+    Emit,
+    InputRecord,
+    PartitionReader,
+    ReadModelStore,
+    TransactionalLog,
+    TransactionFailed,
+)
+from horae.projections.rows import Batch, RecordMapper, Stage
+
+IN, OUT = "in", "out"  # suffixes of the two topics a log rig creates (2 partitions each)
+
+
+@dataclass
+class LogRig:
+    """A log adapter under test: ``member(on_rewind)`` builds a group member (a new one after
+    the previous was closed), ``produce`` writes input outside any transaction, ``wait`` calls
+    ``consume`` until ``n`` records came (bounded)."""
+
+    topics: dict[str, str]
+    member: Callable[[Callable[[], None]], TransactionalLog]
+    reader: PartitionReader
+    produce: Callable[[str, bytes, bytes, int], None]
+    rewinds: list[int] = field(default_factory=list)
+
+    def join(self) -> TransactionalLog:
+        log = self.member(lambda: self.rewinds.append(1))
+        log.subscribe([self.topics[IN]], lambda _: None, lambda _: None)
+        return log
+
+    @staticmethod
+    def take(log: TransactionalLog, n: int, attempts: int = 60) -> list[InputRecord]:
+        got: list[InputRecord] = []
+        for _ in range(attempts):
+            got += log.consume(n - len(got), 0.5)
+            if len(got) >= n:
+                break
+        return got
+
+
+class TransactionalLogContract:
+    """:class:`horae.ports.TransactionalLog` and :class:`horae.ports.PartitionReader`."""
+
+    def test_records_and_offsets_commit_together_and_a_new_member_resumes_after_them(
+        self, rig: LogRig
+    ) -> None:
+        for i in range(3):
+            rig.produce(rig.topics[IN], b"k%d" % i, b"v%d" % i, 0)
+        log = rig.join()
+        got = rig.take(log, 3)
+        assert [r.value() for r in got] == [b"v0", b"v1", b"v2"]
+        assert [r.offset() for r in got] == [0, 1, 2]
+        positions = log.positions()
+        assert positions[(rig.topics[IN], 0)] == 3
+        log.commit([Emit(rig.topics[OUT], b"k", b"out", 1)], positions)
+        out = list(rig.reader.read(rig.topics[OUT], 1))
+        assert [(r.key(), r.value(), r.offset()) for r in out] == [(b"k", b"out", 0)]
+        log.close()
+        rig.produce(rig.topics[IN], b"k3", b"v3", 0)
+        again = rig.join()
+        try:
+            assert [r.value() for r in rig.take(again, 1)] == [b"v3"], "resumes after the commit"
+        finally:
+            again.close()
+
+    def test_a_failed_commit_leaves_nothing_rewinds_and_notifies(self, rig: LogRig) -> None:
+        rig.produce(rig.topics[IN], b"a", b"1", 0)
+        rig.produce(rig.topics[IN], b"b", b"2", 0)
+        log = rig.join()
+        try:
+            assert len(rig.take(log, 2)) == 2
+            good = Emit(rig.topics[OUT], b"k", b"lost", 0)
+            misplaced = Emit(rig.topics[OUT], b"k", b"x", 99)  # no such partition
+            with pytest.raises(TransactionFailed):
+                log.commit([good, misplaced], log.positions())
+            assert rig.rewinds == [1], "the owner was told to rebuild"
+            assert list(rig.reader.read(rig.topics[OUT], 0)) == [], "nothing became visible"
+            again = rig.take(log, 2)
+            assert [r.value() for r in again] == [b"1", b"2"], "rewound to the last commit"
+            log.commit([good], log.positions())
+            assert [r.value() for r in rig.reader.read(rig.topics[OUT], 0)] == [b"lost"]
+        finally:
+            log.close()
+
+    def test_the_reader_reads_a_range_and_nothing_of_a_missing_partition(self, rig: LogRig) -> None:
+        for i in range(5):
+            rig.produce(rig.topics[IN], b"k", b"%d" % i, 1)
+        values = [r.value() for r in rig.reader.read(rig.topics[IN], 1, start=1, stop=4)]
+        assert values == [b"1", b"2", b"3"]
+        assert [r.value() for r in rig.reader.read(rig.topics[IN], 1, start=3)] == [b"3", b"4"]
+        assert list(rig.reader.read(rig.topics[IN], 0)) == []
+
+
+STORE_TOPIC = "t.audit"
+
+
+def audit_batch(offsets: range, partition: int = 0) -> Batch:
+    """A batch of audit entries read at ``offsets`` of ``STORE_TOPIC[partition]``."""
+    mapper = RecordMapper(default_codec(), {STORE_TOPIC: Topic.AUDIT})
+    batch = Batch()
+    for o in offsets:
+        entry = ev.AuditEntry(
+            audit_id=f"a{partition}-{o}",
+            tenant="acme",
+            principal="tester",
+            role=ev.Role.AUTHOR,
+            action="backfill.request",
+            at=datetime(2026, 1, 1, tzinfo=UTC),
+            allowed=True,
+        )
+        mapper.add(batch, STORE_TOPIC, partition, o, b"acme", encode(entry), 0)
+    return batch
+
+
+class ReadModelStoreContract:
+    """:class:`horae.ports.ReadModelStore`; the rig is the store (stage topic: ``STORE_TOPIC``)."""
+
+    def test_rows_and_offsets_commit_together(self, rig: ReadModelStore) -> None:
+        result = rig.apply(audit_batch(range(3)))
+        assert result.rows == {Stage.AUDIT: 3} and result.dropped == 0
+        assert rig.stored_offsets() == {(STORE_TOPIC, 0): 3}
+
+    def test_a_replay_is_dropped_and_offsets_never_move_back(self, rig: ReadModelStore) -> None:
+        rig.apply(audit_batch(range(4)))
+        replay = rig.apply(audit_batch(range(2, 5)))
+        assert replay.dropped == 2 and replay.rows == {Stage.AUDIT: 1}
+        assert rig.stored_offsets() == {(STORE_TOPIC, 0): 5}
+        rig.apply(audit_batch(range(1)))
+        assert rig.stored_offsets() == {(STORE_TOPIC, 0): 5}
+
+    def test_a_batch_without_offsets_writes_nothing(self, rig: ReadModelStore) -> None:
+        assert rig.apply(Batch()).rows == {}
+        assert rig.stored_offsets() == {}

@@ -1,0 +1,61 @@
+"""The contract suites over the in-memory adapters of :mod:`horae.testing`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from horae.projections.rows import Stage
+from horae.testing import InMemoryLog, InMemoryReader, InMemoryStore, VirtualClock
+from tests.unit.ports.contracts import (
+    IN,
+    OUT,
+    STORE_TOPIC,
+    LogRig,
+    ReadModelStoreContract,
+    TransactionalLogContract,
+)
+
+
+class TestInMemoryLog(TransactionalLogContract):
+    @pytest.fixture
+    def rig(self) -> LogRig:
+        shared = InMemoryLog()
+        topics = {IN: "t.in", OUT: "t.out"}
+        for name in topics.values():
+            shared.create_topic(name, 2)
+
+        def member(on_rewind: Callable[[], None]) -> InMemoryLog:
+            shared.on_rewind = on_rewind  # one member at a time, over the same topics
+            return shared
+
+        def produce(topic: str, key: bytes, value: bytes, partition: int) -> None:
+            shared.produce(topic, key, value, partition)
+
+        return LogRig(topics, member, InMemoryReader(shared), produce)
+
+
+class TestInMemoryStore(ReadModelStoreContract):
+    @pytest.fixture
+    def rig(self) -> InMemoryStore:
+        return InMemoryStore({Stage.AUDIT: STORE_TOPIC})
+
+
+def test_the_in_memory_store_fails_whole() -> None:
+    from tests.unit.ports.contracts import audit_batch
+
+    store = InMemoryStore({Stage.AUDIT: STORE_TOPIC})
+    store.fail_next_apply()
+    with pytest.raises(RuntimeError):
+        store.apply(audit_batch(range(2)))
+    assert store.rows == {} and store.stored_offsets() == {}
+
+
+def test_the_virtual_clock_moves_only_when_told() -> None:
+    clock = VirtualClock(100.0)
+    clock.advance(2.5)
+    clock.jump(-10.0)
+    assert (clock.now(), clock.monotonic()) == (92.5, 2.5)
+    with pytest.raises(ValueError):
+        clock.advance(-1.0)
