@@ -11,15 +11,17 @@ from horae.kafka.reader import end_offset
 Record = tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int) -> list[Record]:
+def read_committed(
+    bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed"
+) -> list[Record]:
     """Every committed record of ``topic`` (read_committed) up to its current end: (key, value,
-    headers), partition by partition."""
+    headers), partition by partition. ``isolation="read_uncommitted"``: aborted ones too."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "test-reader",
             "enable.auto.commit": False,
-            "isolation.level": "read_committed",
+            "isolation.level": isolation,
         }
     )
     out: list[Record] = []
