@@ -59,3 +59,24 @@ def test_the_virtual_clock_moves_only_when_told() -> None:
     assert (clock.now(), clock.monotonic()) == (92.5, 2.5)
     with pytest.raises(ValueError):
         clock.advance(-1.0)
+
+
+def test_the_http_edge_adapters_satisfy_their_ports() -> None:
+    """The real sender and resolver are the ports' adapters (checked by mypy here); the
+    recording sender and static resolver answer as their ports say."""
+    import asyncio
+
+    from horae.dispatch.http_sender import HttpSender as AiohttpSender
+    from horae.dispatch.ssrf import AddressPolicy, system_resolver
+    from horae.ports import HttpSender, Resolver
+    from horae.testing import RecordingSender, StaticResolver
+
+    real: HttpSender = AiohttpSender(AddressPolicy())
+    resolve: Resolver = system_resolver
+    sender: HttpSender = RecordingSender()
+    resolver = StaticResolver({"hooks.example": ["93.184.216.34"]})
+    result = asyncio.run(sender.send("https://hooks.example/x", b"{}", {"a": "b"}))
+    assert result.status == 200 and real is not None and resolve is not None
+    assert asyncio.run(resolver("HOOKS.example", 443)) == ["93.184.216.34"]
+    with pytest.raises(OSError):
+        asyncio.run(resolver("nowhere.example", 443))
