@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,9 @@ from horae.projections.projector import ProjectorConfig
 from horae.projections.rebuild import end_offsets, rebuild, verify
 from horae.projections.rows import PROJECTED
 from horae.projections.synthetic import HistoryProducer, history
-from tests.integration.projections.projection_support import create_topics
+from tests.integration.projections.projection_support import create_topics, stored_offsets
 from tests.paths import REPO_ROOT
+from tests.waiting import wait_until
 
 FIRES = 20_000
 KILLS = 5
@@ -63,6 +64,29 @@ def start(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
             [sys.executable, "-m", "horae.cli.main", "projector"], env=env, cwd=REPO_ROOT,
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
+
+
+def stored_total(db: psycopg.Connection[Any], schema: str) -> int:
+    return sum(stored_offsets(db, schema).values())
+
+
+def batch_open(
+    proc: subprocess.Popen[bytes], db: psycopg.Connection[Any], schema: str, log: Path
+) -> Callable[[], bool]:
+    """True while ``proc`` is inside a batch transaction; fails once ``proc`` died."""
+
+    def check() -> bool:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        return in_batch(db, schema)
+
+    return check
+
+
+def committed_since(
+    db: psycopg.Connection[Any], schema: str, before: int, produced: threading.Event
+) -> Callable[[], bool]:
+    """True once the stored offsets passed ``before`` in total, or everything was produced."""
+    return lambda: produced.is_set() or stored_total(db, schema) > before
 
 
 def in_batch(db: psycopg.Connection[Any], schema: str) -> bool:
@@ -103,30 +127,30 @@ def test_sigkill_mid_batch_loses_and_doubles_nothing(
         proc = start(env, log)
         try:
             while kills < KILLS:
-                deadline = time.monotonic() + 20
-                while not in_batch(db, schema):
-                    assert proc.poll() is None, log.read_text()[-3000:]
-                    assert time.monotonic() < deadline, "no batch seen in 20 s"
-                    time.sleep(0.002)
+                wait_until(batch_open(proc, db, schema, log), 20, 0.002, "no batch seen")
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(10)
                 kills += 1
+                before = stored_total(db, schema)
                 proc = start(env, log)
-                time.sleep(0.3 * kills)
+                # the restarted projector commits a batch before the next kill, unless all is in
+                wait_until(
+                    committed_since(db, schema, before, produced),
+                    60,
+                    0.05,
+                    "the restarted projector committed nothing",
+                )
             streamer.join(120)
             assert produced.is_set()
             ends = end_offsets(bootstrap, [topic_name(t, prefix) for t in PROJECTED])
-            deadline = time.monotonic() + 90
-            while True:
-                rows = db.execute(
-                    f'SELECT topic, partition, next_offset FROM "{schema}".projection_offsets'
-                ).fetchall()
-                stored = {(t, p): o for t, p, o in rows}
-                if all(stored.get(tp, 0) >= end for tp, end in ends.items() if end):
-                    break
-                assert proc.poll() is None, log.read_text()[-3000:]
-                assert time.monotonic() < deadline, "never caught up"
-                time.sleep(0.2)
+            alive = proc
+
+            def caught_up() -> bool:
+                assert alive.poll() is None, log.read_text()[-3000:]
+                stored = stored_offsets(db, schema)
+                return all(stored.get(tp, 0) >= end for tp, end in ends.items() if end)
+
+            wait_until(caught_up, 90, 0.2, "never caught up")
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
