@@ -126,6 +126,7 @@ class TransactionalProcessor:
         self._producer_config.setdefault("linger.ms", 5)
         self._on_rewind = on_rewind
         self.aborts = 0
+        self._closed = False
         self.producer_restarts = 0
         self.producer = self._new_producer()
 
@@ -135,8 +136,12 @@ class TransactionalProcessor:
         return producer
 
     def close(self) -> None:
-        """Flush the producer (the consumer is closed by its owner)."""
+        """Flush the producer and close the consumer when it is a ``Consumer`` (it then consumed
+        through this processor). Idempotent."""
         self.producer.flush(10)
+        if isinstance(self.consumer, Consumer) and not self._closed:
+            self._closed = True
+            self.consumer.close()
 
     # --- the consume side -----------------------------------------------------------------
     @property
