@@ -5,10 +5,8 @@ another test run on the same machine are left alone) and stopped and removed aft
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import socket
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -20,6 +18,7 @@ from hypothesis import settings
 from horae.contracts.codec import set_wire_mode
 from horae.devstack.stack import Endpoints, LocalStack
 from horae.settings import DevSettings, Settings
+from tests.net import free_ports
 from tests.topics import delete_topics_under
 
 # ``./scripts/test`` (and so CI) runs the property tests derandomized: the same examples every run,
@@ -34,15 +33,6 @@ PORT_VARIABLES = (
     "HORAE_DEV_KAFKA_CONTROLLER_PORT",
     "HORAE_DEV_POSTGRES_PORT",
 )
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct TCP ports on 127.0.0.1 that nothing listens on right now."""
-    with contextlib.ExitStack() as held:
-        sockets = [held.enter_context(socket.socket()) for _ in range(n)]
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

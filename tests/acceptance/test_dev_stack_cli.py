@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.net import free_ports
+
 HORAE = [sys.executable, "-m", "horae.cli.main"]
 
 
@@ -21,11 +23,12 @@ def dev_env(tmp_path: Path) -> Iterator[dict[str, str]]:
         for k, v in os.environ.items()
         if k not in ("HORAE_KAFKA_BOOTSTRAP", "HORAE_DATABASE_URL")
     }
+    kafka, controller, postgres = free_ports(3)
     env.update(
         HORAE_STATE_DIR=str(tmp_path / "state"),
-        HORAE_DEV_KAFKA_PORT="39092",
-        HORAE_DEV_KAFKA_CONTROLLER_PORT="39093",
-        HORAE_DEV_POSTGRES_PORT="35432",
+        HORAE_DEV_KAFKA_PORT=str(kafka),
+        HORAE_DEV_KAFKA_CONTROLLER_PORT=str(controller),
+        HORAE_DEV_POSTGRES_PORT=str(postgres),
     )
     yield env
     subprocess.run([*HORAE, "dev", "down"], env=env, capture_output=True, timeout=120)
@@ -51,7 +54,8 @@ def _processes_using(marker: str) -> list[str]:
 def test_up_status_down_leaves_nothing_running(dev_env: dict[str, str]) -> None:
     up = _horae(dev_env, "dev", "up")
     assert up.returncode == 0, up.stderr
-    assert "127.0.0.1:39092" in up.stdout and "127.0.0.1:35432" in up.stdout
+    kafka, postgres = dev_env["HORAE_DEV_KAFKA_PORT"], dev_env["HORAE_DEV_POSTGRES_PORT"]
+    assert f"127.0.0.1:{kafka}" in up.stdout and f"127.0.0.1:{postgres}" in up.stdout
 
     again = _horae(dev_env, "dev", "up")  # idempotent
     assert again.returncode == 0, again.stderr
@@ -73,20 +77,22 @@ def test_up_status_down_leaves_nothing_running(dev_env: dict[str, str]) -> None:
 
 
 def test_port_taken_is_explained_without_traceback(dev_env: dict[str, str]) -> None:
+    port = int(dev_env["HORAE_DEV_KAFKA_PORT"])
     with socket.socket() as blocker:
         blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        blocker.bind(("127.0.0.1", 39092))
+        blocker.bind(("127.0.0.1", port))
         blocker.listen()
         up = _horae(dev_env, "dev", "up")
     assert up.returncode == 1
-    assert "port 39092" in up.stderr and "already in use" in up.stderr
+    assert f"port {port}" in up.stderr and "already in use" in up.stderr
     assert "Traceback" not in up.stderr
 
 
 @pytest.mark.parametrize("command", ["planner", "dispatcher", "projector"])
 def test_processes_explain_unreachable_services(dev_env: dict[str, str], command: str) -> None:
-    env = dict(dev_env, HORAE_KAFKA_BOOTSTRAP="127.0.0.1:39099")  # nothing listens there
+    (silent,) = free_ports(1)
+    env = dict(dev_env, HORAE_KAFKA_BOOTSTRAP=f"127.0.0.1:{silent}")  # nothing listens there
     done = _horae(env, command)
     assert done.returncode == 1
-    assert "Kafka at 127.0.0.1:39099 does not answer" in done.stderr
+    assert f"Kafka at 127.0.0.1:{silent} does not answer" in done.stderr
     assert "horae dev up" in done.stderr and "Traceback" not in done.stderr
