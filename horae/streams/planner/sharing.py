@@ -36,7 +36,8 @@ _NO_LABELS: dict[str, str] = {}  # held definitions are frozen: one empty mappin
 
 class Generations(Generic[K, V]):
     """A map bounded to ``2 × limit`` entries that forgets the least recently used ones in bulk
-    (see the module docstring). ``young`` may be read directly: a hit there is a hit."""
+    (see the module docstring). ``young`` may be read directly (it stays the same dict object:
+    a turn copies it to ``old`` and empties it): a hit there is a hit."""
 
     __slots__ = ("evictions", "limit", "old", "young")
 
@@ -59,8 +60,8 @@ class Generations(Generic[K, V]):
     def put(self, key: K, value: V) -> None:
         if len(self.young) >= self.limit:
             self.evictions += len(self.old)
-            self.old = self.young
-            self.young = {}
+            self.old = self.young.copy()
+            self.young.clear()
         self.young[key] = value
 
     def __len__(self) -> int:
@@ -96,14 +97,15 @@ class SharedValues:
         return self._share_slow(value)
 
     def _share_slow(self, value: T) -> T:
-        if self._ids.get(id(value)) is value:
-            return value
-        found = self._values.get(value)
+        """:meth:`share` past its first look (``held`` inlines that look)."""
+        found = self._values.young.get(value)
         if found is None:
-            self._misses += 1
-            self._values.put(value, value)
-            found = value
-        self._ids.put(id(found), found)  # holds it: its id stays its own
+            found = self._values.get(value)
+            if found is None:
+                self._misses += 1
+                self._values.put(value, value)
+                found = value
+            self._ids.put(id(found), found)  # holds it: its id stays its own
         return found  # type: ignore[return-value]
 
     def target(self, t: ev.Target) -> ev.Target:
@@ -112,7 +114,7 @@ class SharedValues:
         anyway, so a trigger with a URL of its own costs one slot, not a key object."""
         where = t.url if t.url is not None else t.topic
         found = self._targets.get(where)
-        if found is not None and found == t:
+        if found is not None and (found is t or found == t):
             return found
         self._misses += 1
         if found is None:
@@ -122,23 +124,30 @@ class SharedValues:
     def held(self, d: ev.TriggerDefinition) -> ev.TriggerDefinition:
         """The definition as the index holds it: shared value objects and strings, no signature
         (it was verified at ingress; the ledger never needs it again). Built directly, not
-        through ``dataclasses.replace`` (which costs ~4 µs more per trigger at a cold start)."""
-        share = self.share
+        through ``dataclasses.replace`` (which costs ~4 µs more per trigger at a cold start).
+        The look by identity is inlined: this runs once per trigger at a cold start."""
+        ids, share = self._ids.young, self._share_slow
         self._lookups += 7
+        tenant, author, content_type = d.tenant, d.author, d.content_type
+        recurrence, policies, quotas, target = d.recurrence, d.policies, d.quotas, d.target
+        where = target.url if target.url is not None else target.topic
+        found = self._targets.young.get(where)
         return ev.TriggerDefinition(
-            tenant=share(d.tenant),
+            tenant=tenant if ids.get(id(tenant)) is tenant else share(tenant),
             trigger_id=d.trigger_id,
             version=d.version,
             state=d.state,
-            recurrence=share(d.recurrence),
-            target=self.target(d.target),
+            recurrence=recurrence if ids.get(id(recurrence)) is recurrence else share(recurrence),
+            target=found if found is target else self.target(target),
             authored_at=d.authored_at,
-            author=share(d.author),
+            author=author if ids.get(id(author)) is author else share(author),
             role=d.role,
             payload=d.payload,
-            content_type=share(d.content_type),
-            policies=share(d.policies),
-            quotas=share(d.quotas),
+            content_type=(
+                content_type if ids.get(id(content_type)) is content_type else share(content_type)
+            ),
+            policies=policies if ids.get(id(policies)) is policies else share(policies),
+            quotas=quotas if ids.get(id(quotas)) is quotas else share(quotas),
             description=d.description,
             labels=d.labels or _NO_LABELS,
             signature=None,
@@ -149,7 +158,9 @@ class SharedValues:
         ValidationError. The API's dry-run goes through the same :func:`trigger_spec`."""
         key = (d.recurrence, d.policies)
         self._lookups += 1
-        found = self._compiled.get(key)
+        found = self._compiled.young.get(key)
+        if found is None:
+            found = self._compiled.get(key)
         if found is None:
             self._misses += 1
             self._lookups += 1  # the spec's own sharing

@@ -73,15 +73,15 @@ def test_generations_keep_what_was_used_since_the_last_turn() -> None:
 
 
 def test_shared_values_stay_bounded_and_still_share_after_evictions() -> None:
-    shared = SharedValues(limit=3)
+    shared = SharedValues(limit=10)
     d = definition()
     held = [
         shared.held(replace(d, recurrence=replace(d.recurrence, expr=f"{m} * * * *")))
-        for m in range(20)
+        for m in range(40)
     ]
     stats = shared.stats()
-    assert stats.size <= 2 * 3 * 3 and stats.evictions > 0
-    assert len({id(h.recurrence) for h in held}) == 20
+    assert stats.size <= 2 * 10 * 3 and stats.evictions > 0
+    assert len({id(h.recurrence) for h in held}) == 40
     again = shared.held(_copy(held[-1], "again"))
     assert again.recurrence is held[-1].recurrence  # recent: still shared
 
