@@ -28,6 +28,7 @@ from horae.domain.keys import FireKey, Origin
 from horae.streams.dispatcher.config import DispatcherConfig, TenantLimits
 from horae.streams.dispatcher.worker import Dispatcher
 from tests.integration.topic_reader import Record, read_committed
+from tests.net import kill_all
 
 PARTITIONS = 3
 TENANT = "acme"
@@ -176,6 +177,7 @@ class DispatchEnv:
     workers: list[tuple[Dispatcher, threading.Event, threading.Thread]] = field(
         default_factory=list
     )
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def setup(self) -> None:
         apply(admin_client(self.bootstrap), Plan(self.prefix, PARTITIONS, 1))
@@ -256,9 +258,13 @@ class DispatchEnv:
             HORAE_LOG_LEVEL="WARNING",
             **(extra_env or {}),
         )
-        return subprocess.Popen([sys.executable, "-m", "horae.cli.main", "dispatcher"], env=env)
+        proc = subprocess.Popen([sys.executable, "-m", "horae.cli.main", "dispatcher"], env=env)
+        self.processes.append(proc)
+        return proc
 
     def close(self) -> None:
+        """Stop the workers and kill the processes still running (a failed test leaves them)."""
+        kill_all(self.processes)
         self.stop_all()
         if self.producer is not None:
             self.producer.flush(10)

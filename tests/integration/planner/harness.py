@@ -27,6 +27,7 @@ from horae.ports import WallClock
 from horae.streams.planner.clock import ensure_clock_topic
 from horae.streams.planner.worker import Planner, PlannerConfig
 from tests.integration.topic_reader import read_committed
+from tests.net import kill_all
 
 TENANT = "acme"
 KEY_ID = "acme-1"
@@ -79,6 +80,7 @@ class PlannerEnv:
     prefix: str
     threads: list[tuple[Planner, threading.Event, threading.Thread]] = field(default_factory=list)
     producer: Producer | None = None
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def setup(self) -> None:
         apply(admin_client(self.bootstrap), Plan(self.prefix, PARTITIONS, 1))
@@ -147,11 +149,16 @@ class PlannerEnv:
         )
         command = [sys.executable, "-m", "horae.cli.main", "planner"]
         if log is None:
-            return subprocess.Popen(command, env=env)
-        with log.open("ab") as out:
-            return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(command, env=env)
+        else:
+            with log.open("ab") as out:
+                proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        self.processes.append(proc)
+        return proc
 
     def close(self) -> None:
+        """Stop the threads and kill the processes still running (a failed test leaves them)."""
+        kill_all(self.processes)
         self.stop_threads()
         if self.producer is not None:
             self.producer.flush(10)
