@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 from aiohttp import web
 
-from horae.dispatch import (
+from horae.outbound import (
     AddressPolicy,
     HttpSender,
     SenderConfig,
@@ -136,7 +136,7 @@ async def bench(port: int, concurrency: int, seconds: float, rounds: int) -> dic
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="signed POSTs/s through horae.dispatch")
+    parser = argparse.ArgumentParser(description="signed POSTs/s through horae.outbound")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, default=10.0, help="measured, per variant")
     parser.add_argument("--rounds", type=int, default=5)

@@ -2,7 +2,7 @@
 
 Each port is a :class:`typing.Protocol`; its docstrings are the contract an adapter must keep.
 The real adapters live next to the I/O they wrap (:mod:`horae.kafka.txn`, :mod:`horae.kafka.reader`,
-:mod:`horae.projections.store`, :mod:`horae.dispatch.http_sender`); the in-memory twins live in
+:mod:`horae.projections.store`, :mod:`horae.outbound.http_sender`); the in-memory twins live in
 :mod:`horae.testing`, and one contract suite per port (``tests/unit/ports``, with the real
 adapters under ``tests/integration/ports``) runs over both.
 
@@ -27,7 +27,7 @@ from time import time as _time
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from horae.dispatch.http_sender import AttemptResult
+    from horae.outbound.http_sender import AttemptResult
     from horae.projections.rows import Batch
     from horae.projections.store import ApplyResult
 
@@ -212,7 +212,7 @@ class ReadModelStore(Protocol):
 
 
 class HttpSender(Protocol):
-    """Sends one attempt of one outbound call (see :mod:`horae.dispatch.http_sender` for the full
+    """Sends one attempt of one outbound call (see :mod:`horae.outbound.http_sender` for the full
     contract: SSRF check first, connection only to the checked addresses, no redirects, bounded
     body, deadline). Never raises for a failed attempt: the result says how it ended."""
 

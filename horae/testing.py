@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from horae.dispatch.http_sender import AttemptResult, TransportResult
+from horae.outbound.http_sender import AttemptResult, TransportResult
 from horae.ports import (
     Emit,
     Headers,

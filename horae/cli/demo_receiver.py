@@ -7,7 +7,7 @@ import hmac
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from horae.dispatch.signing import body_signature, decode_secret
+from horae.outbound.signing import body_signature, decode_secret
 
 
 class DemoReceiver:

@@ -1,6 +1,7 @@
 """The decision cores depend on ports and contracts only: importing one of them (with everything it
-imports in turn) loads no Kafka client, no database driver, no HTTP client. Each is imported in a
-fresh interpreter, so what the test process already loaded does not hide an import."""
+imports in turn) loads no Kafka client, no database driver, no HTTP client. So does the outbound
+edge's package with its pure parts (its aiohttp sender is imported on first use). Each is imported
+in a fresh interpreter, so what the test process already loaded does not hide an import."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ DECISION_CORES = (
     "horae.streams.planner.index",
     "horae.streams.dispatcher.conclude",
     "horae.projections.rows",
+    "horae.outbound",
+    "horae.outbound.retry_decision",
+    "horae.outbound.signing",
 )
 
 

@@ -12,7 +12,7 @@ HMAC with ``HORAE_DISPATCHER_CALLBACK_SECRET``) must be valid and unexpired
   (``{"refused": reason}``); 409: the token was used before (replay);
 - 503: the outcome could not be written (the token is spent all the same).
 
-Replay protection is per process (:class:`~horae.dispatch.ReplayGuard`): behind a load balancer,
+Replay protection is per process (:class:`~horae.outbound.ReplayGuard`): behind a load balancer,
 route callbacks to one dispatcher or share the guard's store.
 
 The handler gets everything it uses passed in (secret, clock, replay guard, metrics and an
@@ -37,9 +37,9 @@ from confluent_kafka import KafkaException, Producer
 from horae.contracts import events as ev
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, fire_partition
-from horae.dispatch import ReplayGuard, TokenError, verify_token
-from horae.dispatch.signing import CALLBACK_TOKEN_HEADER
 from horae.domain.keys import FireKey
+from horae.outbound import ReplayGuard, TokenError, verify_token
+from horae.outbound.signing import CALLBACK_TOKEN_HEADER
 from horae.streams.dispatcher.metrics import DispatcherMetrics
 
 log = logging.getLogger(__name__)

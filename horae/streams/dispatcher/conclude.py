@@ -4,7 +4,7 @@ Pure: :func:`conclude` takes the order, what travelled with it (:class:`~.record
 attempt did (:class:`Sent`, times included) and where the fire lives (its partition, and a
 :class:`~horae.contracts.routing.Router` for topic names and keys); it returns the
 :class:`~horae.ports.Emit` records to commit with the lane offset (see :mod:`.records` for which).
-Retry timing is the domain's (:func:`horae.dispatch.plan_retry` →
+Retry timing is the domain's (:func:`horae.outbound.plan_retry` →
 :func:`horae.domain.retry.next_retry`): exponential backoff with jitter, ``Retry-After`` as a
 floor, the attempt budget (counted from the budget base a redrive sets), and truncation at
 ``order.deadline`` (the trigger's next instant, when the planner sets it).
@@ -21,10 +21,10 @@ from horae.contracts import events as ev
 from horae.contracts.domain_map import retry_to_domain
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
-from horae.dispatch.results import AttemptResult, Outcome, TransportResult
-from horae.dispatch.retry_decision import plan_retry
 from horae.domain.errors import ValidationError
 from horae.domain.retry import RetryPolicy
+from horae.outbound.results import AttemptResult, Outcome, TransportResult
+from horae.outbound.retry_decision import plan_retry
 from horae.ports import Emit
 from horae.streams.dispatcher.records import (
     Carry,

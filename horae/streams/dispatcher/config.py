@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from horae.dispatch import SenderConfig, SigningKeys
+from horae.outbound import SenderConfig, SigningKeys
 from horae.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ it did as a :class:`~.conclude.Sent`; the verdict and the records are the pure c
 from __future__ import annotations
 
 from horae.contracts import events as ev
-from horae.dispatch import attempt_headers, issue_token
+from horae.outbound import attempt_headers, issue_token
 from horae.ports import SYSTEM_CLOCK, Clock, HttpSender
 from horae.streams.dispatcher.conclude import Sent
 from horae.streams.dispatcher.config import DispatcherConfig

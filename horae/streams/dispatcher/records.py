@@ -29,7 +29,7 @@ from enum import StrEnum
 
 from horae.contracts import events as ev
 from horae.contracts.ids import event_id
-from horae.dispatch import AttemptResult, TransportResult
+from horae.outbound import AttemptResult, TransportResult
 
 H_FIRST = "horae-first-attempt-ms"
 H_BASE = "horae-budget-base"

@@ -26,7 +26,7 @@ import threading
 
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic, topic_name
-from horae.dispatch import AddressPolicy, HttpSender, ReplayGuard
+from horae.outbound import AddressPolicy, HttpSender, ReplayGuard
 from horae.ports import SYSTEM_CLOCK, Clock, Resolver
 from horae.streams.dispatcher.admission import Admission, lane_class
 from horae.streams.dispatcher.callback import CallbackHandler, OutcomeWriter, start_callback_server

@@ -14,7 +14,7 @@ import pytest
 
 from horae.contracts import events as ev
 from horae.contracts.topics import Topic
-from horae.dispatch import issue_token
+from horae.outbound import issue_token
 from tests.integration.dispatcher.support import (
     CALLBACK_SECRET,
     TENANT,

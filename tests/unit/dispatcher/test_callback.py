@@ -15,8 +15,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from horae.contracts import events as ev
 from horae.contracts.codec import decode
 from horae.contracts.topics import fire_partition
-from horae.dispatch import ReplayGuard, issue_token
 from horae.domain.keys import FireKey
+from horae.outbound import ReplayGuard, issue_token
 from horae.streams.dispatcher.callback import PATH, CallbackHandler, start_callback_server
 from horae.streams.dispatcher.metrics import DispatcherMetrics
 

@@ -3,16 +3,14 @@ final 4xx, unknown, missing secret, redrive budget base; headers carried; the br
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 
 from horae.contracts import events as ev
 from horae.contracts.codec import decode
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
-from horae.dispatch.results import AttemptResult, TransportResult
 from horae.domain.keys import FireKey
+from horae.outbound.results import AttemptResult, TransportResult
 from horae.streams.dispatcher.breaker import Breaker
 from horae.streams.dispatcher.conclude import H_DLQ_CAUSE, Conclusion, Sent, conclude
 from horae.streams.dispatcher.records import Carry, Verdict
@@ -162,13 +160,3 @@ def test_breaker_counts_consecutive_failed_fires_only() -> None:
     assert b.observe("k", Verdict.FAILED) == 3
     assert b.observe("k", Verdict.FAILED) is None  # starts again after a trip
     assert Breaker(0).observe("k", Verdict.FAILED) is None
-
-
-def test_the_decision_core_imports_no_io_library() -> None:
-    """Importing the conclusion (and what it imports) loads no Kafka, database or HTTP client."""
-    code = (
-        "import sys, horae.streams.dispatcher.conclude; "
-        "print(sorted(m for m in ('confluent_kafka', 'psycopg', 'aiohttp') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"

@@ -16,8 +16,8 @@ from horae.contracts import events as ev
 from horae.contracts.codec import decode
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic, fire_partition, lane_topic
-from horae.dispatch.results import AttemptResult, TransportResult
 from horae.domain.keys import FireKey
+from horae.outbound.results import AttemptResult, TransportResult
 from horae.ports import Emit, Record, TransactionFailed
 from horae.streams.dispatcher.conclude import Conclusion, conclude
 from horae.streams.dispatcher.config import DispatcherConfig

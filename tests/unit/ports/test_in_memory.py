@@ -66,8 +66,8 @@ def test_the_http_edge_adapters_satisfy_their_ports() -> None:
     recording sender and static resolver answer as their ports say."""
     import asyncio
 
-    from horae.dispatch.http_sender import HttpSender as AiohttpSender
-    from horae.dispatch.ssrf import AddressPolicy, system_resolver
+    from horae.outbound.http_sender import HttpSender as AiohttpSender
+    from horae.outbound.ssrf import AddressPolicy, system_resolver
     from horae.ports import HttpSender, Resolver
     from horae.testing import RecordingSender, StaticResolver
 

@@ -14,8 +14,8 @@ from contextlib import asynccontextmanager
 
 from aiohttp import web
 
-from horae.dispatch.http_sender import HttpSender, Outcome, TransportResult
-from horae.dispatch.ssrf import AddressPolicy
+from horae.outbound.http_sender import HttpSender, Outcome, TransportResult
+from horae.outbound.ssrf import AddressPolicy
 
 
 class RebindingResolver:

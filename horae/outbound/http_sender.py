@@ -3,7 +3,7 @@
 Contract of :meth:`HttpSender.send` (it never raises for a failed attempt; it returns an
 :class:`AttemptResult`):
 
-* the URL goes through the :class:`~horae.dispatch.ssrf.AddressPolicy` first; a refusal is
+* the URL goes through the :class:`~horae.outbound.ssrf.AddressPolicy` first; a refusal is
   ``refused_ssrf`` and nothing is sent;
 * the connection goes to one of the addresses that were checked, and only those: the connector's
   resolver answers from the checked set of *this* attempt (a context variable) and fails closed
@@ -39,10 +39,10 @@ from typing import Any
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from horae.dispatch.results import AttemptResult as AttemptResult
-from horae.dispatch.results import Outcome as Outcome
-from horae.dispatch.results import TransportResult as TransportResult
-from horae.dispatch.ssrf import AddressPolicy, AddressRefused, CheckedTarget, ResolutionError
+from horae.outbound.results import AttemptResult as AttemptResult
+from horae.outbound.results import Outcome as Outcome
+from horae.outbound.results import TransportResult as TransportResult
+from horae.outbound.ssrf import AddressPolicy, AddressRefused, CheckedTarget, ResolutionError
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:
@@ -199,7 +199,7 @@ class HttpSender:
         self, url: str, body: bytes, headers: Mapping[str, str], *, method: str = "POST"
     ) -> AttemptResult:
         """Make one attempt; see the module docstring. ``headers`` are sent as given (build them
-        with :func:`horae.dispatch.signing.attempt_headers`)."""
+        with :func:`horae.outbound.signing.attempt_headers`)."""
         if self._session is None:
             raise RuntimeError("HttpSender is not started")
         started = self._monotonic()

@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from horae.dispatch.results import AttemptResult, Outcome, TransportResult
 from horae.domain.retry import RetryDecision, RetryPolicy, next_retry
+from horae.outbound.results import AttemptResult, Outcome, TransportResult
 
 RETRYABLE_STATUSES = frozenset({408, 425, 429})
 

@@ -1,7 +1,7 @@
 """How an outbound attempt ended: the values the HTTP sender returns (pure; no I/O library).
 
-They live apart from :mod:`horae.dispatch.http_sender` so that the decision cores that read them
-(:mod:`horae.dispatch.retry_decision`, the dispatcher's conclusion) never import ``aiohttp``.
+They live apart from :mod:`horae.outbound.http_sender` so that the decision cores that read them
+(:mod:`horae.outbound.retry_decision`, the dispatcher's conclusion) never import ``aiohttp``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from horae.dispatch.signing import (
+from horae.outbound.signing import (
     CALLBACK_TOKEN_HEADER,
     ReplayGuard,
     SigningKeys,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from horae.dispatch.ssrf import (
+from horae.outbound.ssrf import (
     AddressPolicy,
     AddressRefused,
     CheckedTarget,

@@ -8,9 +8,9 @@ headers)`` → ``plan = plan_retry(result, policy=..., fire_key=..., attempt=n, 
 
 from typing import TYPE_CHECKING, Any
 
-from horae.dispatch.results import AttemptResult, Outcome, TransportResult
-from horae.dispatch.retry_decision import AttemptVerdict, RetryPlan, classify, plan_retry
-from horae.dispatch.signing import (
+from horae.outbound.results import AttemptResult, Outcome, TransportResult
+from horae.outbound.retry_decision import AttemptVerdict, RetryPlan, classify, plan_retry
+from horae.outbound.signing import (
     CallbackClaims,
     ReplayGuard,
     SigningKeys,
@@ -19,10 +19,10 @@ from horae.dispatch.signing import (
     issue_token,
     verify_token,
 )
-from horae.dispatch.ssrf import AddressPolicy, AddressRefused, CheckedTarget, ResolutionError
+from horae.outbound.ssrf import AddressPolicy, AddressRefused, CheckedTarget, ResolutionError
 
 if TYPE_CHECKING:
-    from horae.dispatch.http_sender import HttpSender, SenderConfig, parse_retry_after
+    from horae.outbound.http_sender import HttpSender, SenderConfig, parse_retry_after
 
 _SENDER_NAMES = frozenset({"HttpSender", "SenderConfig", "parse_retry_after"})
 
@@ -31,7 +31,7 @@ def __getattr__(name: str) -> Any:
     """The sender's names, imported on first use: importing the pure parts of this package
     (results, retry decision, signing) does not import ``aiohttp``."""
     if name in _SENDER_NAMES:
-        from horae.dispatch import http_sender
+        from horae.outbound import http_sender
 
         return getattr(http_sender, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,7 @@ from typing import TypeVar
 from aiohttp import web
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from horae.dispatch import (
+from horae.outbound import (
     AddressPolicy,
     AttemptResult,
     HttpSender,
@@ -30,7 +30,7 @@ from horae.dispatch import (
     attempt_headers,
     classify,
 )
-from horae.dispatch.signing import decode_secret
+from horae.outbound.signing import decode_secret
 
 T = TypeVar("T")
 

@@ -6,9 +6,9 @@ from email.utils import formatdate
 
 import pytest
 
-from horae.dispatch.http_sender import AttemptResult, Outcome, TransportResult, parse_retry_after
-from horae.dispatch.retry_decision import classify, plan_retry
 from horae.domain.retry import RetryDecision, RetryPolicy, next_retry
+from horae.outbound.http_sender import AttemptResult, Outcome, TransportResult, parse_retry_after
+from horae.outbound.retry_decision import classify, plan_retry
 
 T = TransportResult
 
