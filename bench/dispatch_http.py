@@ -30,8 +30,8 @@ from horae.outbound import (
     AddressPolicy,
     HttpSender,
     SenderConfig,
+    SendResult,
     SigningKeys,
-    TransportResult,
     attempt_headers,
 )
 
@@ -114,7 +114,7 @@ async def bench(port: int, concurrency: int, seconds: float, rounds: int) -> dic
                 body=body, fire_key=f"t/bench/{n}", keys=keys, now=time.time()
             )
             result = await sender.send(url, body, headers)
-            return result.transport_result is TransportResult.OK
+            return result.send_result is SendResult.OK
 
         raw_runs, full_runs = [], []
         for _ in range(rounds):

@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from horae.outbound.http_sender import AttemptResult, TransportResult
+from horae.outbound.http_sender import AttemptResult, SendResult
 from horae.ports import (
     Emit,
     Headers,
@@ -295,7 +295,7 @@ class RecordingSender:
     of ``results`` (the last one repeats; default: 200 OK)."""
 
     results: list[AttemptResult] = field(
-        default_factory=lambda: [AttemptResult(TransportResult.OK, status=200)]
+        default_factory=lambda: [AttemptResult(SendResult.OK, status=200)]
     )
     sent: list[SentRequest] = field(default_factory=list)
 

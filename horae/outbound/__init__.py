@@ -8,7 +8,7 @@ headers)`` → ``plan = plan_retry(result, policy=..., fire_key=..., attempt=n, 
 
 from typing import TYPE_CHECKING, Any
 
-from horae.outbound.results import AttemptResult, Outcome, TransportResult
+from horae.outbound.results import AttemptResult, Outcome, SendResult
 from horae.outbound.retry_decision import AttemptVerdict, RetryPlan, classify, plan_retry
 from horae.outbound.signing import (
     CallbackClaims,
@@ -49,10 +49,10 @@ __all__ = [
     "ReplayGuard",
     "ResolutionError",
     "RetryPlan",
+    "SendResult",
     "SenderConfig",
     "SigningKeys",
     "TokenError",
-    "TransportResult",
     "attempt_headers",
     "classify",
     "issue_token",

@@ -41,7 +41,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from horae.outbound.results import AttemptResult as AttemptResult
 from horae.outbound.results import Outcome as Outcome
-from horae.outbound.results import TransportResult as TransportResult
+from horae.outbound.results import SendResult as SendResult
 from horae.outbound.ssrf import AddressPolicy, AddressRefused, CheckedTarget, ResolutionError
 
 
@@ -218,7 +218,7 @@ class HttpSender:
         if attempt.retry_after is not None:
             retry_after = parse_retry_after(attempt.retry_after, self._clock())
         return AttemptResult(
-            transport_result=result,
+            send_result=result,
             status=attempt.status,
             duration_s=self._monotonic() - started,
             retry_after_s=retry_after,
@@ -236,13 +236,13 @@ class HttpSender:
         body: bytes,
         headers: Mapping[str, str],
         method: str,
-    ) -> tuple[TransportResult, str]:
+    ) -> tuple[SendResult, str]:
         try:
             attempt.target = await self._policy.check(url)
         except AddressRefused as exc:
-            return TransportResult.REFUSED_SSRF, str(exc)
+            return SendResult.REFUSED_SSRF, str(exc)
         except ResolutionError as exc:
-            return TransportResult.DNS_ERROR, str(exc)
+            return SendResult.DNS_ERROR, str(exc)
         try:
             resp = await session.request(
                 method, attempt.target.url, data=body, headers=headers, allow_redirects=False
@@ -274,34 +274,34 @@ class HttpSender:
         attempt.truncated = not resp.content.at_eof()
 
     @staticmethod
-    def _timed_out(attempt: _Attempt) -> tuple[TransportResult, str]:
+    def _timed_out(attempt: _Attempt) -> tuple[SendResult, str]:
         if attempt.status is not None:  # the answer came; only the body was late
             return _status_result(attempt.status), "body read: deadline exceeded"
         if attempt.target is None:
-            return TransportResult.DNS_ERROR, "deadline exceeded while resolving"
+            return SendResult.DNS_ERROR, "deadline exceeded while resolving"
         if attempt.connected:
-            return TransportResult.TIMEOUT_READ, "deadline exceeded after sending"
-        return TransportResult.TIMEOUT_CONNECT, "deadline exceeded while connecting"
+            return SendResult.TIMEOUT_READ, "deadline exceeded after sending"
+        return SendResult.TIMEOUT_CONNECT, "deadline exceeded while connecting"
 
 
-def _status_result(status: int) -> TransportResult:
+def _status_result(status: int) -> SendResult:
     if 200 <= status < 300:
-        return TransportResult.OK
+        return SendResult.OK
     if 300 <= status < 400:
-        return TransportResult.REDIRECT_REFUSED
-    return TransportResult.HTTP_ERROR
+        return SendResult.REDIRECT_REFUSED
+    return SendResult.HTTP_ERROR
 
 
-def _client_error(exc: aiohttp.ClientError, connected: bool) -> TransportResult:
+def _client_error(exc: aiohttp.ClientError, connected: bool) -> SendResult:
     """Map an aiohttp error raised before a response arrived."""
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return TransportResult.TIMEOUT_CONNECT
+        return SendResult.TIMEOUT_CONNECT
     if isinstance(exc, aiohttp.ServerTimeoutError):
-        return TransportResult.TIMEOUT_READ if connected else TransportResult.TIMEOUT_CONNECT
+        return SendResult.TIMEOUT_READ if connected else SendResult.TIMEOUT_CONNECT
     if isinstance(exc, aiohttp.ClientSSLError | aiohttp.ServerFingerprintMismatch):
-        return TransportResult.TLS_ERROR
+        return SendResult.TLS_ERROR
     if isinstance(exc, aiohttp.ClientResponseError):
-        return TransportResult.PROTOCOL_ERROR
+        return SendResult.PROTOCOL_ERROR
     if connected:
-        return TransportResult.CONNECTION_LOST
-    return TransportResult.CONNECTION_ERROR
+        return SendResult.CONNECTION_LOST
+    return SendResult.CONNECTION_ERROR

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
-class TransportResult(StrEnum):
+class SendResult(StrEnum):
     """How an attempt ended, as far as the transport can tell."""
 
     OK = "ok"  # 2xx
@@ -36,9 +36,9 @@ class Outcome(StrEnum):
 
 
 _UNKNOWN_RESULTS = {
-    TransportResult.TIMEOUT_READ,
-    TransportResult.CONNECTION_LOST,
-    TransportResult.PROTOCOL_ERROR,
+    SendResult.TIMEOUT_READ,
+    SendResult.CONNECTION_LOST,
+    SendResult.PROTOCOL_ERROR,
 }
 
 
@@ -47,7 +47,7 @@ class AttemptResult:
     """The record of one attempt. ``duration_s`` spans resolution to the last byte read;
     ``peer`` is the address actually connected to (when known)."""
 
-    transport_result: TransportResult
+    send_result: SendResult
     status: int | None = None
     duration_s: float = 0.0
     retry_after_s: float | None = None
@@ -59,10 +59,10 @@ class AttemptResult:
     @property
     def outcome(self) -> Outcome:
         """Delivered (2xx), rejected (any other answer), not sent, or unknown."""
-        if self.transport_result is TransportResult.OK:
+        if self.send_result is SendResult.OK:
             return Outcome.DELIVERED
         if self.status is not None:
             return Outcome.REJECTED
-        if self.transport_result in _UNKNOWN_RESULTS:
+        if self.send_result in _UNKNOWN_RESULTS:
             return Outcome.UNKNOWN
         return Outcome.NOT_SENT

@@ -27,19 +27,19 @@ import math
 from dataclasses import dataclass
 
 from horae.domain.retry import RetryDecision, RetryPolicy, next_retry
-from horae.outbound.results import AttemptResult, Outcome, TransportResult
+from horae.outbound.results import AttemptResult, Outcome, SendResult
 
 RETRYABLE_STATUSES = frozenset({408, 425, 429})
 
 _RETRYABLE_TRANSPORT = frozenset(
     {
-        TransportResult.DNS_ERROR,
-        TransportResult.TIMEOUT_CONNECT,
-        TransportResult.CONNECTION_ERROR,
-        TransportResult.TLS_ERROR,
-        TransportResult.TIMEOUT_READ,
-        TransportResult.CONNECTION_LOST,
-        TransportResult.PROTOCOL_ERROR,
+        SendResult.DNS_ERROR,
+        SendResult.TIMEOUT_CONNECT,
+        SendResult.CONNECTION_ERROR,
+        SendResult.TLS_ERROR,
+        SendResult.TIMEOUT_READ,
+        SendResult.CONNECTION_LOST,
+        SendResult.PROTOCOL_ERROR,
     }
 )
 
@@ -58,12 +58,12 @@ class AttemptVerdict:
 
 def classify(result: AttemptResult) -> AttemptVerdict:
     """The retry decision for one attempt result; see the module docstring for the rules."""
-    tr = result.transport_result
+    tr = result.send_result
     outcome = result.outcome
     hint = result.retry_after_s
-    if tr is TransportResult.OK:
+    if tr is SendResult.OK:
         return AttemptVerdict(False, "delivered", outcome)
-    if tr is TransportResult.HTTP_ERROR and result.status is not None:
+    if tr is SendResult.HTTP_ERROR and result.status is not None:
         status = result.status
         if 500 <= status <= 599:
             return AttemptVerdict(True, "http_5xx", outcome, hint)

@@ -23,7 +23,7 @@ from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
 from horae.domain.errors import ValidationError
 from horae.domain.retry import RetryPolicy
-from horae.outbound.results import AttemptResult, Outcome, TransportResult
+from horae.outbound.results import AttemptResult, Outcome, SendResult
 from horae.outbound.retry_decision import plan_retry
 from horae.ports import Emit
 from horae.streams.dispatcher.records import (
@@ -79,7 +79,7 @@ def conclude(
     cause: str | None
     if result is None:
         verdict, cause = Verdict.FAILED, f"final: {sent.error}"
-    elif result.transport_result is TransportResult.OK:
+    elif result.send_result is SendResult.OK:
         verdict, cause = Verdict.SUCCEEDED, None  # the common case: no retry planning
     else:
         plan = plan_retry(
@@ -100,9 +100,9 @@ def conclude(
         else:
             verdict = Verdict.EXHAUSTED
         if result.detail:
-            cause = f"{cause}; {result.transport_result.value}: {result.detail}"
+            cause = f"{cause}; {result.send_result.value}: {result.detail}"
         else:
-            cause = f"{cause}; {result.transport_result.value} {status or ''}".rstrip()
+            cause = f"{cause}; {result.send_result.value} {status or ''}".rstrip()
     headers = carry.headers()
     attempt = attempt_record(
         order,

@@ -29,7 +29,7 @@ from enum import StrEnum
 
 from horae.contracts import events as ev
 from horae.contracts.ids import event_id
-from horae.outbound import AttemptResult, TransportResult
+from horae.outbound import AttemptResult, SendResult
 
 H_FIRST = "horae-first-attempt-ms"
 H_BASE = "horae-budget-base"
@@ -82,17 +82,17 @@ class Carry:
 
 
 _CONTRACT_RESULT = {
-    TransportResult.OK: ev.TransportResult.OK,
-    TransportResult.HTTP_ERROR: ev.TransportResult.HTTP_ERROR,
-    TransportResult.REDIRECT_REFUSED: ev.TransportResult.HTTP_ERROR,
-    TransportResult.REFUSED_SSRF: ev.TransportResult.REFUSED_ADDRESS,
-    TransportResult.DNS_ERROR: ev.TransportResult.CONNECT_ERROR,
-    TransportResult.TIMEOUT_CONNECT: ev.TransportResult.CONNECT_ERROR,
-    TransportResult.CONNECTION_ERROR: ev.TransportResult.CONNECT_ERROR,
-    TransportResult.TLS_ERROR: ev.TransportResult.TLS_ERROR,
-    TransportResult.TIMEOUT_READ: ev.TransportResult.TIMEOUT,
-    TransportResult.CONNECTION_LOST: ev.TransportResult.UNKNOWN,
-    TransportResult.PROTOCOL_ERROR: ev.TransportResult.UNKNOWN,
+    SendResult.OK: ev.TransportResult.OK,
+    SendResult.HTTP_ERROR: ev.TransportResult.HTTP_ERROR,
+    SendResult.REDIRECT_REFUSED: ev.TransportResult.HTTP_ERROR,
+    SendResult.REFUSED_SSRF: ev.TransportResult.REFUSED_ADDRESS,
+    SendResult.DNS_ERROR: ev.TransportResult.CONNECT_ERROR,
+    SendResult.TIMEOUT_CONNECT: ev.TransportResult.CONNECT_ERROR,
+    SendResult.CONNECTION_ERROR: ev.TransportResult.CONNECT_ERROR,
+    SendResult.TLS_ERROR: ev.TransportResult.TLS_ERROR,
+    SendResult.TIMEOUT_READ: ev.TransportResult.TIMEOUT,
+    SendResult.CONNECTION_LOST: ev.TransportResult.UNKNOWN,
+    SendResult.PROTOCOL_ERROR: ev.TransportResult.UNKNOWN,
 }
 
 
@@ -119,12 +119,12 @@ def attempt_record(
     if result is None:
         transport, status, retry_after = ev.TransportResult.REFUSED_ADDRESS, None, None
     else:
-        transport = _CONTRACT_RESULT[result.transport_result]
+        transport = _CONTRACT_RESULT[result.send_result]
         status, retry_after = result.status, result.retry_after_s
-        detail = f"{result.transport_result.value}: {result.detail}" if result.detail else None
+        detail = f"{result.send_result.value}: {result.detail}" if result.detail else None
         error = error or (None if transport is ev.TransportResult.OK else detail)
         if error is None and transport is not ev.TransportResult.OK:
-            error = result.transport_result.value
+            error = result.send_result.value
     return ev.Attempt(
         fire_key=fire.fire_key,
         key_hash=fire.key_hash,

@@ -175,7 +175,7 @@ class Dispatcher:
             conclusion = conclude(order, item.carry, sent, self.router, item.partition)
             result = sent.result
             self.metrics.attempts.labels(
-                result.transport_result.value if result else "not_sent",
+                result.send_result.value if result else "not_sent",
                 target_class(result.status if result else None),
             ).inc()
             if order.attempt == 1 and item.carry.budget_base == 0:

@@ -25,8 +25,8 @@ from horae.outbound import (
     HttpSender,
     Outcome,
     SenderConfig,
+    SendResult,
     SigningKeys,
-    TransportResult,
     attempt_headers,
     classify,
 )
@@ -198,8 +198,8 @@ def test_signature_verified_by_the_reference_library_on_the_server() -> None:
             return await sender.send(f"{base}/hook", BODY, signed(SigningKeys.from_secrets(OLD)))
 
     result = run(go)
-    assert (result.transport_result, result.status, result.outcome) == (
-        TransportResult.OK,
+    assert (result.send_result, result.status, result.outcome) == (
+        SendResult.OK,
         204,
         Outcome.DELIVERED,
     )
@@ -228,7 +228,7 @@ def test_wrong_secret_is_refused_by_the_server_and_not_retried() -> None:
             return await sender.send(f"{base}/hook", BODY, signed(SigningKeys.from_secrets(OLD)))
 
     result = run(go)
-    assert (result.transport_result, result.status) == (TransportResult.HTTP_ERROR, 401)
+    assert (result.send_result, result.status) == (SendResult.HTTP_ERROR, 401)
     assert not classify(result).retry
 
 
@@ -242,9 +242,9 @@ def test_redirects_are_not_followed() -> None:
             ]
 
     results = run(go)
-    assert [(r.transport_result, r.status) for r in results] == [
-        (TransportResult.REDIRECT_REFUSED, 302),
-        (TransportResult.REDIRECT_REFUSED, 307),
+    assert [(r.send_result, r.status) for r in results] == [
+        (SendResult.REDIRECT_REFUSED, 302),
+        (SendResult.REDIRECT_REFUSED, 307),
     ]
     assert target.hits["target"] == 0
     assert not any(classify(r).retry for r in results)
@@ -259,9 +259,9 @@ def test_huge_body_is_bounded_and_the_sender_keeps_working() -> None:
             return [await sender.send(f"{base}/{p}", BODY, {}) for p in ("huge", "missing")]
 
     huge, after = run(go, config)
-    assert (huge.transport_result, huge.status) == (TransportResult.OK, 200)
+    assert (huge.send_result, huge.status) == (SendResult.OK, 200)
     assert len(huge.body_excerpt) == 64 * 1024 and huge.body_truncated
-    assert (after.transport_result, after.status) == (TransportResult.HTTP_ERROR, 404)
+    assert (after.send_result, after.status) == (SendResult.HTTP_ERROR, 404)
     assert after.body_excerpt == b"no such hook: missing" and not after.body_truncated
 
 
@@ -274,7 +274,7 @@ def test_slow_server_times_out_after_sending_outcome_unknown() -> None:
                 return await sender.send(f"{base}/slow", BODY, {})
 
         result = run(go, config)
-        assert result.transport_result is TransportResult.TIMEOUT_READ, result.detail
+        assert result.send_result is SendResult.TIMEOUT_READ, result.detail
         assert result.outcome is Outcome.UNKNOWN and result.status is None
         assert classify(result).retry  # same Idempotency-Key next time: safe
         assert target.hits["slow"] == 1  # the request did arrive: "unknown" is the honest answer
@@ -286,7 +286,7 @@ def test_stalled_body_keeps_the_status() -> None:
             return await sender.send(f"{base}/slow_body", BODY, {})
 
     result = run(go, SenderConfig(read_timeout_s=0.2))
-    assert (result.transport_result, result.status) == (TransportResult.OK, 200)
+    assert (result.send_result, result.status) == (SendResult.OK, 200)
     assert result.body_excerpt == b"partial..." and result.detail.startswith("body read")
 
 
@@ -321,7 +321,7 @@ def test_not_allowlisted_loopback_is_never_contacted() -> None:
             return await sender.send(f"{base}/hook", BODY, {})
 
     result = run(go, policy=AddressPolicy())
-    assert result.transport_result is TransportResult.REFUSED_SSRF
+    assert result.send_result is SendResult.REFUSED_SSRF
     assert "loopback" in result.detail and sum(target.hits.values()) == 0
 
 
@@ -334,7 +334,7 @@ def test_connection_refused_is_not_sent() -> None:
             return await sender.send(f"http://127.0.0.1:{port}/hook", BODY, {})
 
         result = run(go)
-    assert result.transport_result is TransportResult.CONNECTION_ERROR
+    assert result.send_result is SendResult.CONNECTION_ERROR
     assert result.outcome is Outcome.NOT_SENT and classify(result).retry
 
 
@@ -344,7 +344,7 @@ def test_hang_up_after_the_request_is_unknown() -> None:
             return await sender.send(f"{base}/hook", BODY, {})
 
     result = run(go)
-    assert result.transport_result is TransportResult.CONNECTION_LOST, result.detail
+    assert result.send_result is SendResult.CONNECTION_LOST, result.detail
     assert result.outcome is Outcome.UNKNOWN
 
 
@@ -354,7 +354,7 @@ def test_garbage_answer_is_a_protocol_error() -> None:
             return await sender.send(f"{base}/hook", BODY, {})
 
     result = run(go)
-    assert result.transport_result is TransportResult.PROTOCOL_ERROR, result.detail
+    assert result.send_result is SendResult.PROTOCOL_ERROR, result.detail
     assert result.outcome is Outcome.UNKNOWN
 
 
@@ -379,5 +379,5 @@ def test_connect_timeout_when_the_accept_queue_is_full() -> None:
         finally:
             for filler in fillers:
                 filler.close()
-    assert result.transport_result is TransportResult.TIMEOUT_CONNECT, result.detail
+    assert result.send_result is SendResult.TIMEOUT_CONNECT, result.detail
     assert result.outcome is Outcome.NOT_SENT

@@ -17,7 +17,7 @@ from horae.contracts.codec import decode
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic, fire_partition, lane_topic
 from horae.domain.keys import FireKey
-from horae.outbound.results import AttemptResult, TransportResult
+from horae.outbound.results import AttemptResult, SendResult
 from horae.ports import Emit, Record, TransactionFailed
 from horae.streams.dispatcher.conclude import Conclusion, conclude
 from horae.streams.dispatcher.config import DispatcherConfig
@@ -107,7 +107,7 @@ def test_a_503_is_retried_after_a_rewind_and_the_retry_ends_the_fire() -> None:
     log, clock = new_log(), VirtualClock(T0)
     partition = fire_partition("acme", "nightly", PARTITIONS)
     produce(log, ROUTER.emit(first_order(), partition))
-    unavailable = AttemptResult(TransportResult.HTTP_ERROR, status=503)
+    unavailable = AttemptResult(SendResult.HTTP_ERROR, status=503)
     sender = RecordingSender([unavailable])
 
     record, c = attempt(log, sender, clock)
@@ -130,7 +130,7 @@ def test_a_503_is_retried_after_a_rewind_and_the_retry_ends_the_fire() -> None:
     assert retry.not_before == datetime.fromtimestamp(T0 + 0.5 + 1.0, UTC)  # base_s after it
 
     clock.advance(1.0)
-    sender.results[:] = [AttemptResult(TransportResult.OK, status=200)]
+    sender.results[:] = [AttemptResult(SendResult.OK, status=200)]
     last, c = attempt(log, sender, clock)
     assert last.topic() == ROUTER.names[Topic.LANE_RETRY] and c.verdict is Verdict.SUCCEEDED
     commit(log, last, c)

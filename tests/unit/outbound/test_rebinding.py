@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 
 from aiohttp import web
 
-from horae.outbound.http_sender import HttpSender, Outcome, TransportResult
+from horae.outbound.http_sender import HttpSender, Outcome, SendResult
 from horae.outbound.ssrf import AddressPolicy
 
 
@@ -50,7 +50,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-Outcome4 = tuple[list[str], list[str], list[TransportResult], list[str | None]]
+Outcome4 = tuple[list[str], list[str], list[SendResult], list[str | None]]
 
 
 async def _scenario(first: str, allow: list[str], sends: int, ttl: float = 0.0) -> Outcome4:
@@ -67,12 +67,12 @@ async def _scenario(first: str, allow: list[str], sends: int, ttl: float = 0.0) 
     ):
         for _ in range(sends):
             results.append(await sender.send(f"http://rebind.example:{port}/hook", b"{}", {}))
-    return good, victim, [r.transport_result for r in results], [r.peer for r in results]
+    return good, victim, [r.send_result for r in results], [r.peer for r in results]
 
 
 def test_rebinding_after_the_check_cannot_redirect_the_connection() -> None:
     good, victim, results, peers = asyncio.run(_scenario("127.0.0.2", ["127.0.0.2/32"], 1))
-    assert results == [TransportResult.OK]
+    assert results == [SendResult.OK]
     assert peers == ["127.0.0.2"]
     assert len(good) == 1 and good[0].startswith("rebind.example:")  # Host header kept
     assert victim == []
@@ -82,7 +82,7 @@ def test_rebound_answer_is_checked_again_and_refused() -> None:
     # The second attempt re-resolves (a new check per attempt): the loopback answer is refused,
     # even though a keep-alive connection to the good address is still in the pool.
     good, victim, results, _ = asyncio.run(_scenario("127.0.0.2", ["127.0.0.2/32"], 2))
-    assert results == [TransportResult.OK, TransportResult.REFUSED_SSRF]
+    assert results == [SendResult.OK, SendResult.REFUSED_SSRF]
     assert len(good) == 1
     assert victim == []
 
@@ -92,17 +92,17 @@ def test_within_the_cache_ttl_the_checked_answer_is_reused() -> None:
     good, victim, results, peers = asyncio.run(
         _scenario("127.0.0.2", ["127.0.0.2/32"], 3, ttl=3600.0)
     )
-    assert results == [TransportResult.OK] * 3
+    assert results == [SendResult.OK] * 3
     assert peers == ["127.0.0.2"] * 3 and len(good) == 3
     assert victim == []
 
 
 def test_loopback_is_reached_only_when_allowlisted() -> None:
     _, victim, results, _ = asyncio.run(_scenario("127.0.0.1", [], 1))
-    assert results == [TransportResult.REFUSED_SSRF]
+    assert results == [SendResult.REFUSED_SSRF]
     assert victim == []
     _, victim, results, _ = asyncio.run(_scenario("127.0.0.1", ["127.0.0.1/32"], 1))
-    assert results == [TransportResult.OK]
+    assert results == [SendResult.OK]
     assert len(victim) == 1
 
 

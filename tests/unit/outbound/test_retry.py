@@ -7,10 +7,10 @@ from email.utils import formatdate
 import pytest
 
 from horae.domain.retry import RetryDecision, RetryPolicy, next_retry
-from horae.outbound.http_sender import AttemptResult, Outcome, TransportResult, parse_retry_after
+from horae.outbound.http_sender import AttemptResult, Outcome, SendResult, parse_retry_after
 from horae.outbound.retry_decision import classify, plan_retry
 
-T = TransportResult
+T = SendResult
 
 
 @pytest.mark.parametrize(
@@ -39,15 +39,15 @@ T = TransportResult
         (AttemptResult(T.CONNECTION_LOST), True, "connection_lost", Outcome.UNKNOWN),
         (AttemptResult(T.PROTOCOL_ERROR), True, "protocol_error", Outcome.UNKNOWN),
     ],
-    ids=lambda v: str(v) if not isinstance(v, AttemptResult) else f"{v.transport_result}",
+    ids=lambda v: str(v) if not isinstance(v, AttemptResult) else f"{v.send_result}",
 )
 def test_classification(result: AttemptResult, retry: bool, reason: str, outcome: Outcome) -> None:
     decision = classify(result)
     assert (decision.retry, decision.reason, decision.outcome) == (retry, reason, outcome)
 
 
-def test_every_transport_result_is_classified() -> None:
-    for tr in TransportResult:
+def test_every_send_result_is_classified() -> None:
+    for tr in SendResult:
         status = 500 if tr is T.HTTP_ERROR else None
         assert classify(AttemptResult(tr, status)).reason
 
