@@ -15,8 +15,8 @@ from horae.domain.errors import ValidationError
 from horae.domain.jitter import JitterPolicy
 from horae.domain.misfire import MisfireKind, MisfirePolicy
 from horae.domain.overlap import OverlapPolicy
-from horae.domain.recurrence import AtSpec, CronSpec, EverySpec, Recurrence
-from horae.domain.retry import RetryPolicy
+from horae.domain.recurrence import AtSpec, CronSpec, EverySpec, RecurrenceSpec
+from horae.domain.retry import BackoffPolicy
 from horae.domain.trigger import TriggerSpec
 from horae.domain.tzdb import load_zone
 
@@ -31,7 +31,7 @@ def _instant(epoch: int) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
 
-def recurrence_to_domain(r: ev.Recurrence) -> Recurrence:
+def recurrence_to_domain(r: ev.Recurrence) -> RecurrenceSpec:
     """The domain recurrence spec of a contract recurrence (zone and DST choices aside)."""
     try:
         if r.kind is ev.RecurrenceKind.CRON:
@@ -49,7 +49,9 @@ def recurrence_to_domain(r: ev.Recurrence) -> Recurrence:
         raise exc.prefixed("recurrence") from None
 
 
-def recurrence_from_domain(spec: Recurrence, zone: str = "UTC", **choices: object) -> ev.Recurrence:
+def recurrence_from_domain(
+    spec: RecurrenceSpec, zone: str = "UTC", **choices: object
+) -> ev.Recurrence:
     """The contract recurrence of a domain spec (``choices``: dst_gap, dst_repeat, start, end)."""
     if isinstance(spec, CronSpec):
         base = ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=spec.expr, zone=zone)
@@ -69,9 +71,9 @@ def check_zone(zone: str) -> None:
     load_zone(zone, "recurrence.zone")
 
 
-def retry_to_domain(r: ev.RetryPolicy) -> RetryPolicy:
+def retry_to_domain(r: ev.RetryPolicy) -> BackoffPolicy:
     """The domain retry policy (seconds become milliseconds)."""
-    return RetryPolicy(
+    return BackoffPolicy(
         max_attempts=r.max_attempts,
         initial_ms=round(r.base_s * 1000),
         multiplier=r.multiplier,

@@ -5,7 +5,8 @@ Each top-level event ``X`` has the schema ``horae/contracts/schemas/X.avsc`` (na
 field. Conventions:
 
 - every instant is an aware UTC ``datetime`` (Avro ``long``/``timestamp-micros``);
-- enums are ``StrEnum`` whose values are the Avro symbols;
+- enums are ``StrEnum`` whose values are the Avro symbols; ``Origin`` is the fire key's own
+  (:class:`horae.domain.keys.Origin`), one definition for the key and the wire;
 - optional fields are ``X | None`` (Avro ``["null", X]``, default null); collections are tuples
   (arrays) and mappings (maps), default empty;
 - a field added later must carry a default (BACKWARD compatibility, checked in CI);
@@ -21,6 +22,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from horae.contracts._fast_init import event
+from horae.domain.keys import Origin as Origin
 
 
 class DefinitionState(StrEnum):
@@ -68,12 +70,6 @@ class Role(StrEnum):
     POLICY = "policy"
     READ = "read"
     PLATFORM = "platform"
-
-
-class Origin(StrEnum):
-    SCHEDULED = "scheduled"
-    MANUAL = "manual"
-    BACKFILL = "backfill"
 
 
 class Lane(StrEnum):

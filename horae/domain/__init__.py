@@ -6,7 +6,7 @@ retry times are milliseconds. (The only file access is identifying the tzdata re
 
 Definitions
     :class:`TriggerSpec` (recurrence + zone + :class:`DstPolicy` + :class:`MisfirePolicy` +
-    horizon + :class:`OverlapPolicy` + :class:`JitterPolicy` + :class:`RetryPolicy`), with
+    horizon + :class:`OverlapPolicy` + :class:`JitterPolicy` + :class:`BackoffPolicy`), with
     ``to_dict``/``from_dict``; :func:`parse_expression` (``cron``, ``@every 5m``, ``@at ...``);
     :func:`validate_trigger` ``(spec, now, limits)``; errors are :class:`ValidationError`
     ``(field, value, message)``.
@@ -51,8 +51,8 @@ from horae.domain.overlap import (
 )
 from horae.domain.queries import (
     DstAdjustment,
+    InstantPage,
     Occurrence,
-    Page,
     WhatIf,
     dst_adjustments,
     first_within,
@@ -65,11 +65,11 @@ from horae.domain.recurrence import (
     AtSpec,
     CronSpec,
     EverySpec,
-    Recurrence,
+    RecurrenceSpec,
     parse_expression,
     recurrence_from_dict,
 )
-from horae.domain.retry import RetryDecision, RetryPolicy, next_retry, retry_schedule
+from horae.domain.retry import BackoffPolicy, RetryDecision, next_retry, retry_schedule
 from horae.domain.schedule import (
     AtSchedule,
     CronSchedule,
@@ -87,6 +87,7 @@ __all__ = [
     "CAUSE_SKIPPED",
     "AtSchedule",
     "AtSpec",
+    "BackoffPolicy",
     "CronExpr",
     "CronSchedule",
     "CronSpec",
@@ -98,6 +99,7 @@ __all__ = [
     "FireKey",
     "GapPolicy",
     "InFlight",
+    "InstantPage",
     "JitterPolicy",
     "Limits",
     "MisfireKind",
@@ -110,11 +112,9 @@ __all__ = [
     "OverlapAction",
     "OverlapDecision",
     "OverlapPolicy",
-    "Page",
-    "Recurrence",
+    "RecurrenceSpec",
     "RepeatPolicy",
     "RetryDecision",
-    "RetryPolicy",
     "Schedule",
     "TriggerSpec",
     "ValidationError",

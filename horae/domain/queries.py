@@ -3,7 +3,7 @@
 These are the functions the API's dry-run, the CLI and the planner share:
 
 - :func:`next_instants` ``(schedule, after, count) -> list[int]``;
-- :func:`instants_between` ``(schedule, start, end, limit) -> Page`` (``[start, end)``);
+- :func:`instants_between` ``(schedule, start, end, limit) -> InstantPage`` (``[start, end)``);
 - :func:`what_if` ``(a, b, start, end, limit) -> WhatIf``: both specs' instants and the difference;
 - :func:`occurrences` ``(schedule, instants) -> list[Occurrence]``: each instant with its zone,
   local offset, tzdata version and DST note (``dst: gap shifted ...``);
@@ -49,14 +49,14 @@ def next_instants(schedule: Schedule, after: int, count: int) -> list[int]:
 
 
 @dataclass(frozen=True, slots=True)
-class Page:
+class InstantPage:
     """Instants of ``[start, end)``; ``truncated`` when ``limit`` cut the list short."""
 
     instants: tuple[int, ...]
     truncated: bool
 
 
-def instants_between(schedule: Schedule, start: int, end: int, limit: int) -> Page:
+def instants_between(schedule: Schedule, start: int, end: int, limit: int) -> InstantPage:
     """All instants in ``[start, end)``, at most ``limit`` of them."""
     _check_count(limit, "limit", MAX_LIMIT)
     if end < start:
@@ -67,10 +67,10 @@ def instants_between(schedule: Schedule, start: int, end: int, limit: int) -> Pa
     t = schedule.next_after(start - 1)
     while t is not None and t < end:
         if len(out) == limit:
-            return Page(tuple(out), True)
+            return InstantPage(tuple(out), True)
         out.append(t)
         t = schedule.next_after(t)
-    return Page(tuple(out), False)
+    return InstantPage(tuple(out), False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,7 +118,7 @@ class AtSpec:
         return {"kind": "at", "instants": [format_utc(v) for v in self.instants]}
 
 
-Recurrence = CronSpec | EverySpec | AtSpec
+RecurrenceSpec = CronSpec | EverySpec | AtSpec
 
 
 def format_duration(seconds: int) -> str:
@@ -140,7 +140,7 @@ def parse_duration(text: str, field: str = "interval") -> int:
     return sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)([smhdw])", cleaned))
 
 
-def parse_expression(text: str) -> Recurrence:
+def parse_expression(text: str) -> RecurrenceSpec:
     """Parse the text syntax of the module docstring into a recurrence spec."""
     if not isinstance(text, str):
         raise ValidationError("expr", text, "expression must be a string")
@@ -175,7 +175,7 @@ def parse_expression(text: str) -> Recurrence:
     return CronSpec(stripped)
 
 
-def recurrence_from_dict(data: Any, field: str = "recurrence") -> Recurrence:
+def recurrence_from_dict(data: Any, field: str = "recurrence") -> RecurrenceSpec:
     """Rebuild (and validate) a recurrence from its ``to_dict`` form."""
     kind = data.get("kind") if isinstance(data, dict) else None
     try:

@@ -44,7 +44,7 @@ def _number_in(value: Any, low: float, high: float, integral: bool) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class BackoffPolicy:
     max_attempts: int = 5
     initial_ms: int = 1_000
     multiplier: float = 2.0
@@ -79,7 +79,7 @@ class RetryPolicy:
         }
 
     @classmethod
-    def from_dict(cls, data: Any) -> RetryPolicy:
+    def from_dict(cls, data: Any) -> BackoffPolicy:
         body = check_keys(data, set(_RANGES) | {"honor_retry_after"}, "retry")
         default = cls()
         return cls(
@@ -101,7 +101,7 @@ class RetryDecision:
     cause: str | None = None
 
 
-def backoff_ms(policy: RetryPolicy, fire_key: str, attempt: int) -> int:
+def backoff_ms(policy: BackoffPolicy, fire_key: str, attempt: int) -> int:
     """Delay after failed attempt ``attempt`` (1-based), jitter included."""
     base = min(policy.initial_ms * policy.multiplier ** (attempt - 1), policy.max_backoff_ms)
     fraction = stable_unit(fire_key, attempt) / 2**64
@@ -109,7 +109,7 @@ def backoff_ms(policy: RetryPolicy, fire_key: str, attempt: int) -> int:
 
 
 def next_retry(
-    policy: RetryPolicy,
+    policy: BackoffPolicy,
     fire_key: str,
     attempt: int,
     failed_at_ms: int,
@@ -131,7 +131,7 @@ def next_retry(
 
 
 def retry_schedule(
-    policy: RetryPolicy, fire_key: str, first_attempt_ms: int, next_instant_ms: int | None = None
+    policy: BackoffPolicy, fire_key: str, first_attempt_ms: int, next_instant_ms: int | None = None
 ) -> list[int]:
     """Start times of the retries if every attempt fails immediately, without Retry-After."""
     out = []

@@ -36,7 +36,7 @@ from horae.domain.dst import (
     resolve_wall,
     zone_calendar,
 )
-from horae.domain.recurrence import AtSpec, CronSpec, EverySpec, Recurrence
+from horae.domain.recurrence import AtSpec, CronSpec, EverySpec, RecurrenceSpec
 from horae.domain.timefmt import MAX_EPOCH, MIN_EPOCH
 from horae.domain.tzdb import tzdata_version
 
@@ -250,7 +250,7 @@ _INTERN_LOCK = threading.Lock()
 
 
 def compile_schedule(
-    recurrence: Recurrence, zone: str = "UTC", dst: DstPolicy = DEFAULT_DST
+    recurrence: RecurrenceSpec, zone: str = "UTC", dst: DstPolicy = DEFAULT_DST
 ) -> CronSchedule | EverySchedule | AtSchedule:
     """The compiled :class:`Schedule` of ``recurrence`` in IANA ``zone`` with DST choices ``dst``.
 

@@ -12,7 +12,7 @@ field             type                                           default
 ``horizon_s``     catch-up horizon, seconds                      86400
 ``overlap``       :class:`OverlapPolicy`                         ``allow``
 ``jitter``        :class:`JitterPolicy`                          0 ms
-``retry``         :class:`RetryPolicy`                           5 attempts, 1 s x2 .. 5 min
+``retry``         :class:`BackoffPolicy`                           5 attempts, 1 s x2 .. 5 min
 ================  =============================================  ==========================
 
 Construction checks structure (types, ranges, known zone). :func:`validate_trigger` ``(spec, now,
@@ -38,11 +38,11 @@ from horae.domain.recurrence import (
     AtSpec,
     CronSpec,
     EverySpec,
-    Recurrence,
+    RecurrenceSpec,
     format_duration,
     recurrence_from_dict,
 )
-from horae.domain.retry import RetryPolicy
+from horae.domain.retry import BackoffPolicy
 from horae.domain.schedule import AtSchedule, CronSchedule, EverySchedule, compile_schedule
 from horae.domain.serialization import check_keys, get_int, get_str
 from horae.domain.tzdb import load_zone
@@ -62,14 +62,14 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class TriggerSpec:
-    recurrence: Recurrence
+    recurrence: RecurrenceSpec
     zone: str = "UTC"
     dst: DstPolicy = field(default_factory=DstPolicy)
     misfire: MisfirePolicy = field(default_factory=MisfirePolicy)
     horizon_s: int = 86400
     overlap: OverlapPolicy = OverlapPolicy.ALLOW
     jitter: JitterPolicy = field(default_factory=JitterPolicy)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: BackoffPolicy = field(default_factory=BackoffPolicy)
 
     def __post_init__(self) -> None:
         if not isinstance(self.recurrence, CronSpec | EverySpec | AtSpec):
@@ -111,11 +111,11 @@ class TriggerSpec:
             horizon_s=get_int(body, "horizon_s", 86400, "", 0, MAX_HORIZON_S),
             overlap=enum_value(OverlapPolicy, body.get("overlap", "allow"), "overlap"),
             jitter=JitterPolicy.from_dict(body.get("jitter", {})),
-            retry=RetryPolicy.from_dict(body.get("retry", {})),
+            retry=BackoffPolicy.from_dict(body.get("retry", {})),
         )
 
 
-def min_spacing_s(recurrence: Recurrence) -> int | None:
+def min_spacing_s(recurrence: RecurrenceSpec) -> int | None:
     """The smallest wall-clock distance between two instants (``None`` for a single ``at``)."""
     if isinstance(recurrence, EverySpec):
         return recurrence.interval_s

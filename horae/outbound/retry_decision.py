@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from horae.domain.retry import RetryDecision, RetryPolicy, next_retry
+from horae.domain.retry import BackoffPolicy, RetryDecision, next_retry
 from horae.outbound.results import AttemptResult, Outcome, SendResult
 
 RETRYABLE_STATUSES = frozenset({408, 425, 429})
@@ -90,7 +90,7 @@ class RetryPlan:
 def plan_retry(
     result: AttemptResult,
     *,
-    policy: RetryPolicy,
+    policy: BackoffPolicy,
     fire_key: str,
     attempt: int,
     failed_at_ms: int,

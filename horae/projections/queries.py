@@ -39,7 +39,7 @@ class BadCursor(ValueError):
 
 
 @dataclass(frozen=True)
-class Page:
+class RowPage:
     items: list[dict[str, Any]]
     next_cursor: str | None
 
@@ -106,7 +106,7 @@ class HistoryQueries:
         states: Sequence[str] | None = None,
         limit: int = 100,
         cursor: str | None = None,
-    ) -> Page:
+    ) -> RowPage:
         limit = max(1, min(limit, MAX_LIMIT))
         after_at: datetime | None = None
         after_key: str | None = None
@@ -129,7 +129,7 @@ class HistoryQueries:
         if more:
             last = rows[-1]
             next_cursor = _encode_cursor([last["scheduled_at"].isoformat(), last["fire_key"]])
-        return Page(rows, next_cursor)
+        return RowPage(rows, next_cursor)
 
     def fire(self, tenant: str, fire_key: str) -> FireDetail | None:
         params = {"tenant": tenant, "fire_key": fire_key}
@@ -165,7 +165,7 @@ class HistoryQueries:
         limit: int = 100,
         cursor: str | None = None,
         include_deleted: bool = False,
-    ) -> Page:
+    ) -> RowPage:
         limit = max(1, min(limit, MAX_LIMIT))
         after = _decode_cursor(cursor, 1)[0] if cursor else None
         params = {"tenant": tenant, "after": after, "limit": limit + 1,
@@ -174,4 +174,4 @@ class HistoryQueries:
             rows = cur.execute(sql("queries/triggers_page"), params).fetchall()
         more = len(rows) > limit
         rows = rows[:limit]
-        return Page(rows, _encode_cursor([rows[-1]["trigger_id"]]) if more else None)
+        return RowPage(rows, _encode_cursor([rows[-1]["trigger_id"]]) if more else None)

@@ -20,7 +20,6 @@ from horae.contracts import events as ev
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, partition_for, topic_name
 from horae.domain.keys import FireKey
-from horae.domain.keys import Origin as KeyOrigin
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -61,7 +60,7 @@ def fire(
     cause: str | None = None,
     sequence: int = 0,
 ) -> ev.FireRecord:
-    key = FireKey(tenant, trigger, int(scheduled.timestamp()), sequence, KeyOrigin.SCHEDULED)
+    key = FireKey(tenant, trigger, int(scheduled.timestamp()), sequence, ev.Origin.SCHEDULED)
     return ev.FireRecord(
         fire_key=key.canonical(),
         key_hash=key.short_hash(),

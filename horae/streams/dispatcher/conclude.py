@@ -22,7 +22,7 @@ from horae.contracts.domain_map import retry_to_domain
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
 from horae.domain.errors import ValidationError
-from horae.domain.retry import RetryPolicy
+from horae.domain.retry import BackoffPolicy
 from horae.outbound.results import AttemptResult, Outcome, SendResult
 from horae.outbound.retry_decision import plan_retry
 from horae.ports import Emit
@@ -59,11 +59,11 @@ class Conclusion:
     http_status: int | None = None
 
 
-def _policy(order: ev.DispatchOrder) -> RetryPolicy:
+def _policy(order: ev.DispatchOrder) -> BackoffPolicy:
     try:
         return retry_to_domain(order.retry)
     except ValidationError:  # the planner validated it; an odd order falls back to defaults
-        return RetryPolicy()
+        return BackoffPolicy()
 
 
 def conclude(

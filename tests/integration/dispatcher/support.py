@@ -144,7 +144,7 @@ def order(
         key_hash=key.short_hash(),
         tenant=TENANT,
         trigger_id=trigger,
-        origin=ev.Origin(origin.value),
+        origin=origin,
         scheduled_at=scheduled,
         sequence=0,
         jitter_ms=0,

@@ -9,13 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from horae.domain import (
+    BackoffPolicy,
     FireKey,
     InFlight,
     JitterPolicy,
     Origin,
     OverlapAction,
     OverlapPolicy,
-    RetryPolicy,
     decide_overlap,
     jitter_offset,
     next_retry,
@@ -110,7 +110,7 @@ def test_jitter_spreads_and_is_stable_across_processes() -> None:
 @cases(800)
 @given(
     policy=st.builds(
-        RetryPolicy,
+        BackoffPolicy,
         max_attempts=st.integers(1, 12),
         initial_ms=st.integers(1, 10_000),
         multiplier=st.floats(1.0, 4.0),
@@ -122,7 +122,7 @@ def test_jitter_spreads_and_is_stable_across_processes() -> None:
     until=st.one_of(st.none(), st.integers(1, 10**7)),
 )
 def test_retry_schedule_within_budget_increasing_and_truncated(
-    policy: RetryPolicy, key: str, start: int, until: int | None
+    policy: BackoffPolicy, key: str, start: int, until: int | None
 ) -> None:
     next_instant = None if until is None else start + until
     plan = retry_schedule(policy, key, start, next_instant)
@@ -140,13 +140,13 @@ def test_retry_schedule_within_budget_increasing_and_truncated(
 
 
 def test_retry_after_budget_and_next_instant() -> None:
-    policy = RetryPolicy(max_attempts=3, initial_ms=1000, multiplier=2.0, jitter_ratio=0.0)
+    policy = BackoffPolicy(max_attempts=3, initial_ms=1000, multiplier=2.0, jitter_ratio=0.0)
     first = next_retry(policy, "k", 1, 0)
     assert (first.at_ms, first.cause) == (1000, None)
     honoured = next_retry(policy, "k", 1, 0, retry_after_ms=30_000)
     assert honoured.at_ms == 30_000
     ignored = next_retry(
-        RetryPolicy(jitter_ratio=0.0, honor_retry_after=False), "k", 1, 0, retry_after_ms=30_000
+        BackoffPolicy(jitter_ratio=0.0, honor_retry_after=False), "k", 1, 0, retry_after_ms=30_000
     )
     assert ignored.at_ms == 1000
     assert next_retry(policy, "k", 3, 0).cause == CAUSE_BUDGET

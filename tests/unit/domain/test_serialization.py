@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from horae.domain import (
     AtSpec,
+    BackoffPolicy,
     CronSpec,
     DstPolicy,
     EverySpec,
@@ -22,7 +23,6 @@ from horae.domain import (
     Origin,
     OverlapPolicy,
     RepeatPolicy,
-    RetryPolicy,
     TriggerSpec,
     ValidationError,
     parse_expression,
@@ -52,7 +52,7 @@ misfires = st.builds(
 )
 jitters = st.builds(JitterPolicy, st.integers(0, 86_400_000))
 retries = st.builds(
-    RetryPolicy,
+    BackoffPolicy,
     max_attempts=st.integers(1, 100),
     initial_ms=st.integers(1, 60_000),
     multiplier=st.floats(1.0, 10.0, allow_nan=False),
@@ -104,7 +104,7 @@ def test_recurrences_round_trip_through_dict_and_text(
 @cases(300)
 @given(policy=st.one_of(dsts, misfires, jitters, retries))
 def test_each_policy_round_trips(
-    policy: DstPolicy | MisfirePolicy | JitterPolicy | RetryPolicy,
+    policy: DstPolicy | MisfirePolicy | JitterPolicy | BackoffPolicy,
 ) -> None:
     assert type(policy).from_dict(_through_json(policy.to_dict())) == policy
 

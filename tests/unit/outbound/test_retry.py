@@ -6,7 +6,7 @@ from email.utils import formatdate
 
 import pytest
 
-from horae.domain.retry import RetryDecision, RetryPolicy, next_retry
+from horae.domain.retry import BackoffPolicy, RetryDecision, next_retry
 from horae.outbound.http_sender import AttemptResult, Outcome, SendResult, parse_retry_after
 from horae.outbound.retry_decision import classify, plan_retry
 
@@ -82,7 +82,7 @@ def test_parse_retry_after(value: str | None, expected: float | None) -> None:
     assert parse_retry_after(value, NOW) == expected
 
 
-POLICY = RetryPolicy(max_attempts=3, initial_ms=1_000, jitter_ratio=0.0)
+POLICY = BackoffPolicy(max_attempts=3, initial_ms=1_000, jitter_ratio=0.0)
 
 
 def test_plan_final_verdicts_never_reach_the_backoff() -> None:
