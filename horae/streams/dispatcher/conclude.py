@@ -1,10 +1,10 @@
 """The dispatcher's decision core: the verdict on one attempt and the records that conclude it.
 
-Pure: :func:`conclude` takes the order, what travelled with it (:class:`~.records.Carry`), what the
-attempt did (:class:`Sent`, times included) and where the fire lives (its partition, and a
-:class:`~horae.contracts.routing.Router` for topic names and keys); it returns the
-:class:`~horae.ports.Emit` records to commit with the lane offset (see :mod:`.records` for which).
-Retry timing is the domain's (:func:`horae.outbound.plan_retry` →
+Pure: :func:`conclude` takes the order, what travelled with it in its headers
+(:class:`~.records.OrderHeaders`), what the attempt did (:class:`Sent`, times included) and where
+the fire lives (its partition, and a :class:`~horae.contracts.routing.Router` for topic names and
+keys); it returns the :class:`~horae.ports.Emit` records to commit with the lane offset (see
+:mod:`.records` for which). Retry timing is the domain's (:func:`horae.outbound.plan_retry` →
 :func:`horae.domain.retry.next_retry`): exponential backoff with jitter, ``Retry-After`` as a
 floor, the attempt budget (counted from the budget base a redrive sets), and truncation at
 ``order.deadline`` (the trigger's next instant, when the planner sets it).
@@ -27,7 +27,7 @@ from horae.outbound.results import AttemptResult, Outcome, SendResult
 from horae.outbound.retry_decision import plan_retry
 from horae.ports import Emit
 from horae.streams.dispatcher.records import (
-    Carry,
+    OrderHeaders,
     Verdict,
     attempt_record,
     fire_event,
@@ -67,13 +67,13 @@ def _policy(order: ev.DispatchOrder) -> BackoffPolicy:
 
 
 def conclude(
-    order: ev.DispatchOrder, carry: Carry, sent: Sent, router: Router, partition: int
+    order: ev.DispatchOrder, carried: OrderHeaders, sent: Sent, router: Router, partition: int
 ) -> Conclusion:
     """The verdict on attempt ``order.attempt`` and every record it produces, on the fire's
     ``partition`` (pure)."""
     fire = order.fire
     result = sent.result
-    first_ms = carry.first_attempt_ms or sent.started_ms
+    first_ms = carried.first_attempt_ms or sent.started_ms
     next_ms: int | None = None
     status = result.status if result is not None else None
     cause: str | None
@@ -86,7 +86,7 @@ def conclude(
             result,
             policy=_policy(order),
             fire_key=fire.fire_key,
-            attempt=max(1, order.attempt - carry.budget_base),
+            attempt=max(1, order.attempt - carried.budget_base),
             failed_at_ms=sent.ended_ms,
             next_instant_ms=ms_of(order.deadline) if order.deadline is not None else None,
         )
@@ -103,7 +103,7 @@ def conclude(
             cause = f"{cause}; {result.send_result.value}: {result.detail}"
         else:
             cause = f"{cause}; {result.send_result.value} {status or ''}".rstrip()
-    headers = carry.headers()
+    headers = carried.to_headers()
     attempt = attempt_record(
         order,
         result,
@@ -115,9 +115,9 @@ def conclude(
     emits = [router.emit(attempt, partition, headers=headers)]
     if verdict is Verdict.RETRY:
         assert next_ms is not None
-        follow = Carry(first_ms, carry.budget_base, carry.redrive_of)
+        follow = OrderHeaders(first_ms, carried.budget_base, carried.redrive_of)
         retry = retry_order(order, next_ms)
-        emits.append(router.emit(retry, partition, headers=follow.headers()))
+        emits.append(router.emit(retry, partition, headers=follow.to_headers()))
         return Conclusion(verdict, emits, cause, status)
     now_ms = sent.ended_ms
     outcome = outcome_record(

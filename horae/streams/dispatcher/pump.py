@@ -50,7 +50,7 @@ from horae.streams.dispatcher.conclude import Conclusion
 from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.metrics import DispatcherMetrics
 from horae.streams.dispatcher.offsets import PartitionWindow
-from horae.streams.dispatcher.records import Carry, Verdict
+from horae.streams.dispatcher.records import OrderHeaders, Verdict
 
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
@@ -65,7 +65,7 @@ class Item:
     offset: int
     epoch: int
     order: ev.DispatchOrder
-    carry: Carry
+    carried: OrderHeaders
 
 
 @dataclass(slots=True)
@@ -213,8 +213,8 @@ class Pump:
                     self._pending.append(self.router.emit(record, partition))
                     window.finished(offset)
                     continue
-                carry = Carry.from_headers(msg.headers())
-                items.append(Item(topic, partition, offset, epoch, order, carry))
+                carried = OrderHeaders.from_headers(msg.headers())
+                items.append(Item(topic, partition, offset, epoch, order, carried))
         if items:
             self._deliver(items)
 

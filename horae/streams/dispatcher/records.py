@@ -15,9 +15,9 @@ exactly one of:
   sending): like exhausted; the outcome says ``exhausted`` with error ``unknown: ...`` until
   :class:`~horae.contracts.events.OutcomeState` has an ``unknown`` symbol.
 
-Kafka headers carried from attempt to attempt (:class:`Carry`): the first attempt's start (for the
-outcome), the attempt budget base (a redrive restarts the budget) and the DLQ record a redrive came
-from (``horae-redrive-of``), so every later record links to it.
+Kafka headers carried from attempt to attempt (:class:`OrderHeaders`): the first attempt's start
+(for the outcome), the attempt budget base (a redrive restarts the budget) and the DLQ record a
+redrive came from (``horae-redrive-of``), so every later record links to it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ TERMINAL_FAILURES = frozenset({Verdict.FAILED, Verdict.EXHAUSTED, Verdict.UNKNOW
 
 
 @dataclass(frozen=True, slots=True)
-class Carry:
+class OrderHeaders:
     """What travels in the headers of a fire's orders (see the module docstring)."""
 
     first_attempt_ms: int | None = None
@@ -58,7 +58,7 @@ class Carry:
     redrive_of: str | None = None
 
     @classmethod
-    def from_headers(cls, headers: Headers | dict[str, str | bytes | None] | None) -> Carry:
+    def from_headers(cls, headers: Headers | dict[str, str | bytes | None] | None) -> OrderHeaders:
         pairs = headers.items() if isinstance(headers, dict) else headers or ()
         found = {k: v for k, v in pairs if isinstance(v, bytes)}
         first = found.get(H_FIRST)
@@ -70,7 +70,7 @@ class Carry:
             redrive.decode(errors="replace") if redrive else None,
         )
 
-    def headers(self) -> list[tuple[str, bytes]]:
+    def to_headers(self) -> list[tuple[str, bytes]]:
         out = []
         if self.first_attempt_ms is not None:
             out.append((H_FIRST, str(self.first_attempt_ms).encode()))
@@ -96,7 +96,8 @@ _CONTRACT_RESULT = {
 }
 
 
-def at_ms(ms: int) -> datetime:
+def utc_datetime_of_ms(ms: int) -> datetime:
+    """The aware UTC datetime of an epoch in milliseconds."""
     return datetime.fromtimestamp(ms / 1000, UTC)
 
 
@@ -132,21 +133,26 @@ def attempt_record(
         trigger_id=fire.trigger_id,
         n=order.attempt,
         lane=order.lane,
-        started_at=at_ms(started_ms),
-        ended_at=at_ms(ended_ms),
+        started_at=utc_datetime_of_ms(started_ms),
+        ended_at=utc_datetime_of_ms(ended_ms),
         transport_result=transport,
         duration_ms=max(0, ended_ms - started_ms),
         http_status=status,
         error=error[:2000] if error else None,
         retry_after_s=retry_after,
-        next_attempt_at=at_ms(next_attempt_ms) if next_attempt_ms is not None else None,
+        next_attempt_at=utc_datetime_of_ms(next_attempt_ms)
+        if next_attempt_ms is not None
+        else None,
     )
 
 
 def retry_order(order: ev.DispatchOrder, not_before_ms: int) -> ev.DispatchOrder:
     """Attempt n+1 of the same fire on the retry lane (origin lane kept in ``fire.lane``)."""
     return replace(
-        order, lane=ev.Lane.RETRY, attempt=order.attempt + 1, not_before=at_ms(not_before_ms)
+        order,
+        lane=ev.Lane.RETRY,
+        attempt=order.attempt + 1,
+        not_before=utc_datetime_of_ms(not_before_ms),
     )
 
 
@@ -177,9 +183,9 @@ def outcome_record(
         trigger_id=fire.trigger_id,
         state=state,
         attempts=order.attempt,
-        decided_at=at_ms(now_ms),
-        first_attempt_at=at_ms(first_attempt_ms),
-        last_attempt_at=at_ms(last_attempt_ms),
+        decided_at=utc_datetime_of_ms(now_ms),
+        first_attempt_at=utc_datetime_of_ms(first_attempt_ms),
+        last_attempt_at=utc_datetime_of_ms(last_attempt_ms),
         http_status=http_status,
         error=error[:2000] if error else None,
     )
@@ -205,7 +211,7 @@ def fire_event(
         type=kind.value,
         tenant=fire.tenant,
         trigger_id=fire.trigger_id,
-        emitted_at=at_ms(now_ms),
+        emitted_at=utc_datetime_of_ms(now_ms),
         trigger_version=fire.trigger_version,
         fire_key=fire.fire_key,
         key_hash=fire.key_hash,

@@ -23,7 +23,7 @@ from horae.contracts.codec import DecodeError, decode, encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
 from horae.kafka.reader import read_partition
 from horae.streams.dispatcher.conclude import H_DLQ_CAUSE
-from horae.streams.dispatcher.records import Carry
+from horae.streams.dispatcher.records import OrderHeaders
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ def select(
     return list(latest.values())
 
 
-def redrive_order(entry: DlqEntry, now: datetime) -> tuple[ev.DispatchOrder, Carry]:
+def redrive_order(entry: DlqEntry, now: datetime) -> tuple[ev.DispatchOrder, OrderHeaders]:
     """The order that sends ``entry``'s fire again, and the headers it carries (pure)."""
     order = replace(
         entry.order,
@@ -95,7 +95,7 @@ def redrive_order(entry: DlqEntry, now: datetime) -> tuple[ev.DispatchOrder, Car
         not_before=now,
         deadline=None,
     )
-    return order, Carry(None, entry.order.attempt, entry.link)
+    return order, OrderHeaders(None, entry.order.attempt, entry.link)
 
 
 def redrive(
@@ -116,8 +116,8 @@ def redrive(
     n = 0
     now = datetime.fromtimestamp(clock(), UTC)
     for entry in entries:
-        order, carry = redrive_order(entry, now)
-        headers: list[tuple[str, str | bytes | None]] = [*carry.headers()]
+        order, carried = redrive_order(entry, now)
+        headers: list[tuple[str, str | bytes | None]] = [*carried.to_headers()]
         producer.produce(
             topic,
             key=order.fire.fire_key.encode(),

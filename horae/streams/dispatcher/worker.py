@@ -172,13 +172,13 @@ class Dispatcher:
         try:
             order = item.order
             sent = await attempt_once(order, self.config, self.sender, self.clock)
-            conclusion = conclude(order, item.carry, sent, self.router, item.partition)
+            conclusion = conclude(order, item.carried, sent, self.router, item.partition)
             result = sent.result
             self.metrics.attempts.labels(
                 result.send_result.value if result else "not_sent",
                 target_class(result.status if result else None),
             ).inc()
-            if order.attempt == 1 and item.carry.budget_base == 0:
+            if order.attempt == 1 and item.carried.budget_base == 0:
                 scheduled = order.fire.scheduled_at.timestamp()
                 self.metrics.lateness.observe(max(0.0, sent.started_ms / 1000 - scheduled))
             self.pump.finish(Finished(item, conclusion))

@@ -19,7 +19,7 @@ from horae.contracts.ingress import TenantKeys
 from horae.contracts.routing import Router
 from horae.domain.schedule import Schedule
 from horae.ports import Emit
-from horae.streams.planner.records import at, fire_outputs, schedule_event
+from horae.streams.planner.records import fire_outputs, schedule_event, utc_datetime
 
 BACKFILL_ROLES = (ev.Role.POLICY, ev.Role.PLATFORM)
 
@@ -142,7 +142,7 @@ class CommandHandler:
             principal=command.requested_by,
             role=command.role,
             action="backfill.request",
-            at=at(now),
+            at=utc_datetime(now),
             allowed=cause is None,
             trigger_id=command.trigger_id,
             command_id=command.command_id,

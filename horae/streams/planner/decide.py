@@ -26,11 +26,10 @@ from horae.domain.trigger import Limits, validate_trigger
 from horae.ports import Emit, InputRecord
 from horae.streams.planner.commands import CommandHandler
 from horae.streams.planner.index import DueIndex, TriggerEntry
-from horae.streams.planner.records import at, fire_outputs, schedule_event
+from horae.streams.planner.records import fire_outputs, schedule_event, utc_datetime
 from horae.streams.planner.sharing import SharedValues
 
 MAX_RECORDS_PER_EVALUATION = 1000
-Ev = ev.ScheduleEventType
 
 
 class Decider:
@@ -55,12 +54,14 @@ class Decider:
         """The definition ``msg`` carries, if it passes ingress (:func:`ingest_definition`) and,
         with ``check_limits``, the platform limits at ``now``; else its quarantine record."""
         source = Source(msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
-        result = ingest_definition(msg.value(), msg.key(), source, self.tenant_keys, now=at(now))
+        result = ingest_definition(
+            msg.value(), msg.key(), source, self.tenant_keys, now=utc_datetime(now)
+        )
         if isinstance(result, ev.TriggerDefinition) and check_limits:
             try:  # platform limits and "fires within 5 years" need configuration and now
                 validate_trigger(self.shared.compiled(result)[0], int(now), self.limits)
             except ValueError as exc:
-                return quarantine(msg, "invalid", str(exc), at(now), result)
+                return quarantine(msg, "invalid", str(exc), utc_datetime(now), result)
         return result
 
     def on_definition_record(self, index: DueIndex, msg: InputRecord, now: float) -> list[Emit]:
@@ -74,7 +75,7 @@ class Decider:
         entry = index.entries.get(key)
         if entry is not None and accepted.version <= entry.definition.version:
             detail = f"version {accepted.version} <= current {entry.definition.version}"
-            stale = quarantine(msg, "stale-version", detail, at(now), accepted)
+            stale = quarantine(msg, "stale-version", detail, utc_datetime(now), accepted)
             return [self.router.emit(stale, index.partition)]
         accepted_copy = self.router.emit(accepted, index.partition)  # definitions.accepted
         return [accepted_copy, *self.apply_definition(index, key, entry, accepted, now)]
@@ -87,15 +88,19 @@ class Decider:
             command = decode(value or b"", ev.Command)
         except DecodeError as exc:
             return [
-                self.router.emit(quarantine(msg, exc.cause, exc.detail, at(now)), index.partition)
+                self.router.emit(
+                    quarantine(msg, exc.cause, exc.detail, utc_datetime(now)), index.partition
+                )
             ]
         key = ev.trigger_key(command.tenant, command.trigger_id)
         refused = self.commands.refusal(command, msg.key())
         if refused is not None:
-            return [self.router.emit(quarantine(msg, *refused, at(now)), index.partition)]
+            return [self.router.emit(quarantine(msg, *refused, utc_datetime(now)), index.partition)]
         entry = index.entries.get(key)
         if entry is None or entry.definition.state is ev.DefinitionState.DELETED:
-            unknown = quarantine(msg, "unknown-trigger", f"no live trigger {key}", at(now))
+            unknown = quarantine(
+                msg, "unknown-trigger", f"no live trigger {key}", utc_datetime(now)
+            )
             return [self.router.emit(unknown, index.partition)]
         if command.kind in (ev.CommandKind.PAUSE, ev.CommandKind.RESUME):
             state = (
@@ -117,7 +122,13 @@ class Decider:
     ) -> list[Emit]:
         if entry is None:
             last = int(now)
-            entry = TriggerEntry(self.shared.held(d), *self.shared.compiled(d), None, None, last)
+            spec, schedule = self.shared.compiled(d)
+            entry = TriggerEntry(
+                definition=self.shared.index_copy(d),
+                spec=spec,
+                schedule=schedule,
+                last_decided=last,
+            )
             if d.state is ev.DefinitionState.PAUSED:
                 entry.paused_since = now
             self._reschedule(key, entry)
@@ -139,20 +150,38 @@ class Decider:
         if was is ev.DefinitionState.LIVE:
             out += self.decide_entry(index.partition, key, entry, now, now)  # old version first
         if d is not entry.definition:
-            entry.definition = self.shared.held(d)
+            entry.definition = self.shared.index_copy(d)
             entry.spec, entry.schedule = self.shared.compiled(d)
         if state is not d.state:
             entry.definition = replace(entry.definition, state=state)
         if state is ev.DefinitionState.PAUSED and was is not ev.DefinitionState.PAUSED:
             entry.paused_since = now
             out.append(
-                schedule_event(self.router, d, index.partition, Ev.PAUSED, now, "paused", int(now))
+                schedule_event(
+                    self.router,
+                    d,
+                    index.partition,
+                    ev.ScheduleEventType.PAUSED,
+                    now,
+                    "paused",
+                    int(now),
+                )
             )
         elif state is ev.DefinitionState.LIVE and was is ev.DefinitionState.PAUSED:
             since = entry.paused_since if entry.paused_since is not None else now
-            cause = f"paused: from {at(since).isoformat()} to {at(now).isoformat()}"
+            cause = (
+                f"paused: from {utc_datetime(since).isoformat()} to {utc_datetime(now).isoformat()}"
+            )
             out.append(
-                schedule_event(self.router, d, index.partition, Ev.RESUMED, now, cause, int(now))
+                schedule_event(
+                    self.router,
+                    d,
+                    index.partition,
+                    ev.ScheduleEventType.RESUMED,
+                    now,
+                    cause,
+                    int(now),
+                )
             )
             entry.paused_since = None
             out += self.decide_entry(index.partition, key, entry, now, now, resumed=True)
@@ -247,10 +276,14 @@ class Decider:
         for om in outcome.omitted:
             count = "" if om.count is None else f"{om.count} "
             cause = (
-                f"{om.cause}: {count}instants from {at(om.start).isoformat()} "
-                f"to {at(om.end).isoformat()} not listed"
+                f"{om.cause}: {count}instants from {utc_datetime(om.start).isoformat()} "
+                f"to {utc_datetime(om.end).isoformat()} not listed"
             )
-            kind = Ev.EXPIRED if om.cause.startswith("expired") else Ev.SKIPPED
+            kind = (
+                ev.ScheduleEventType.EXPIRED
+                if om.cause.startswith("expired")
+                else ev.ScheduleEventType.SKIPPED
+            )
             out.append(
                 schedule_event(self.router, d, partition, kind, now, cause, om.start, om.end)
             )
@@ -266,10 +299,10 @@ class Decider:
             trigger_id=d.trigger_id,
             trigger_version=d.version,
             state=d.state,
-            updated_at=at(now),
-            next_instant=None if entry.next_instant is None else at(entry.next_instant),
-            last_decided=None if entry.last_decided is None else at(entry.last_decided),
-            paused_since=None if entry.paused_since is None else at(entry.paused_since),
+            updated_at=utc_datetime(now),
+            next_instant=None if entry.next_instant is None else utc_datetime(entry.next_instant),
+            last_decided=None if entry.last_decided is None else utc_datetime(entry.last_decided),
+            paused_since=None if entry.paused_since is None else utc_datetime(entry.paused_since),
         )
         return self.router.emit(state, partition)
 
@@ -281,7 +314,10 @@ class Decider:
             last = int(now)
         else:
             last = int(state.last_decided.timestamp())
-        entry = TriggerEntry(self.shared.held(d), *self.shared.compiled(d), None, None, last)
+        spec, schedule = self.shared.compiled(d)
+        entry = TriggerEntry(
+            definition=self.shared.index_copy(d), spec=spec, schedule=schedule, last_decided=last
+        )
         if state is not None and state.state is not d.state:
             entry.definition = replace(entry.definition, state=state.state)  # by a command
         if state is not None and state.paused_since is not None:

@@ -16,15 +16,16 @@ from horae.domain.schedule import Schedule
 from horae.domain.trigger import TriggerSpec
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class TriggerEntry:
-    """What the planner holds per trigger between decisions (mirrors ``PlannerState``)."""
+    """What the planner holds per trigger between decisions (mirrors ``PlannerState``); built
+    with keywords only."""
 
     definition: TriggerDefinition
     spec: TriggerSpec  # the domain's view of the definition (policies)
     schedule: Schedule  # compiled once per version; cron schedules are shared
-    next_instant: int | None  # next scheduled instant not yet decided (epoch s)
-    due_ts: float | None  # when to decide it: next_instant + jitter (epoch s)
+    next_instant: int | None = None  # next scheduled instant not yet decided (epoch s)
+    due_ts: float | None = None  # when to decide it: next_instant + jitter (epoch s)
     last_decided: int | None
     paused_since: float | None = None
 

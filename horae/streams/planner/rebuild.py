@@ -96,14 +96,14 @@ def rebuild_partition(
     index = DueIndex(partition)
     for msg in reader.read(accepted_topic, partition):
         key = (msg.key() or b"").decode(errors="replace")
-        accepted = states.get(key)
+        planner_state = states.get(key)
         value = msg.value()
-        if accepted is None or value is None:
+        if planner_state is None or value is None:
             continue
         try:
             definition = decode(value, ev.TriggerDefinition)
         except DecodeError:
             continue
-        if definition.version == accepted.trigger_version:  # the latest accepted version
-            index.put(key, decider.restore(definition, accepted, now))
+        if definition.version == planner_state.trigger_version:  # the latest accepted version
+            index.put(key, decider.restore(definition, planner_state, now))
     return index

@@ -29,7 +29,7 @@ _FIRED, _SKIPPED, _EVENT = ev.FireState.FIRED, ev.FireState.SKIPPED, ev.TargetKi
 
 
 @lru_cache(maxsize=8192)
-def at(epoch: float) -> datetime:
+def utc_datetime(epoch: float) -> datetime:
     """The aware UTC datetime of an epoch (cached: a batch shares its ``now`` and, at a peak, its
     scheduled instant)."""
     return datetime.fromtimestamp(epoch, UTC)
@@ -55,7 +55,7 @@ def fire_outputs(
     ``next_instant`` (the trigger's following instant) is the dispatch deadline: retries are
     truncated there."""
     canonical = canonical_text(d.tenant, d.trigger_id, scheduled, 0, origin)  # a StrEnum
-    scheduled_at = at(scheduled)
+    scheduled_at = utc_datetime(scheduled)
     record = ev.FireRecord(
         fire_key=canonical,
         key_hash=short_hash_of(canonical),
@@ -65,8 +65,8 @@ def fire_outputs(
         scheduled_at=scheduled_at,
         sequence=0,
         jitter_ms=jitter_ms,
-        due_at=at(scheduled + jitter_ms / 1000.0) if jitter_ms else scheduled_at,
-        decided_at=at(now),
+        due_at=utc_datetime(scheduled + jitter_ms / 1000.0) if jitter_ms else scheduled_at,
+        decided_at=utc_datetime(now),
         state=_FIRED if lane is not None else STATE_OF_CAUSE.get(cause or "", _SKIPPED),
         trigger_version=d.version,
         tzdata_version=tzdata or tzdata_version(d.recurrence.zone),
@@ -91,7 +91,7 @@ def fire_outputs(
             retry=d.policies.retry,
             payload=d.payload,
             content_type=d.content_type,
-            deadline=None if next_instant is None else at(next_instant),
+            deadline=None if next_instant is None else utc_datetime(next_instant),
         )
         outputs.append(router.emit(order, partition))
     return outputs
@@ -130,7 +130,7 @@ def schedule_event(
         type=kind.value,
         tenant=d.tenant,
         trigger_id=d.trigger_id,
-        emitted_at=at(now),
+        emitted_at=utc_datetime(now),
         trigger_version=d.version,
         cause=cause,
     )

@@ -97,7 +97,7 @@ class SharedValues:
         return self._share_slow(value)
 
     def _share_slow(self, value: T) -> T:
-        """:meth:`share` past its first look (``held`` inlines that look)."""
+        """:meth:`share` past its first look (``index_copy`` inlines that look)."""
         found = self._values.young.get(value)
         if found is None:
             found = self._values.get(value)
@@ -121,7 +121,7 @@ class SharedValues:
             self._targets.put(where, t)
         return t
 
-    def held(self, d: ev.TriggerDefinition) -> ev.TriggerDefinition:
+    def index_copy(self, d: ev.TriggerDefinition) -> ev.TriggerDefinition:
         """The definition as the index holds it: shared value objects and strings, no signature
         (it was verified at ingress; the ledger never needs it again). Built directly, not
         through ``dataclasses.replace`` (which costs ~4 µs more per trigger at a cold start).

@@ -13,7 +13,7 @@ from horae.domain.keys import FireKey
 from horae.outbound.results import AttemptResult, SendResult
 from horae.streams.dispatcher.breaker import Breaker
 from horae.streams.dispatcher.conclude import H_DLQ_CAUSE, Conclusion, Sent, conclude
-from horae.streams.dispatcher.records import Carry, Verdict
+from horae.streams.dispatcher.records import OrderHeaders, Verdict
 from horae.streams.dispatcher.redrive import DlqEntry, redrive_order
 
 T0 = 1_750_000_000
@@ -59,8 +59,8 @@ def sent(tr: SendResult, status: int | None = None, retry_after: float | None = 
     return Sent(AttemptResult(tr, status, 0.01, retry_after), start, start + 10)
 
 
-def conclude_on(order: ev.DispatchOrder, carry: Carry, sent: Sent) -> Conclusion:
-    c = conclude(order, carry, sent, ROUTER, PARTITION)
+def conclude_on(order: ev.DispatchOrder, carried: OrderHeaders, sent: Sent) -> Conclusion:
+    c = conclude(order, carried, sent, ROUTER, PARTITION)
     for e in c.emits:  # every record lands on the fire's partition, encoded from its event
         assert e.partition == PARTITION and e.value is not None
         assert decode(e.value) == e.event
@@ -76,13 +76,13 @@ def names(*ts: Topic) -> list[str]:
 
 
 def test_success_records_attempt_outcome_and_event() -> None:
-    c = conclude_on(order(), Carry(), sent(SendResult.OK, 200))
+    c = conclude_on(order(), OrderHeaders(), sent(SendResult.OK, 200))
     assert c.verdict is Verdict.SUCCEEDED
     assert topics(c) == names(Topic.ATTEMPTS, Topic.OUTCOMES, Topic.SCHEDULE_EVENTS)
 
 
 def test_5xx_retries_on_the_retry_lane_with_the_same_key_and_origin() -> None:
-    c = conclude_on(order(), Carry(), sent(SendResult.HTTP_ERROR, 503))
+    c = conclude_on(order(), OrderHeaders(), sent(SendResult.HTTP_ERROR, 503))
     assert c.verdict is Verdict.RETRY
     retry = c.emits[1]
     assert retry.topic == ROUTER.names[Topic.LANE_RETRY] and retry.key == KEY.canonical().encode()
@@ -90,13 +90,13 @@ def test_5xx_retries_on_the_retry_lane_with_the_same_key_and_origin() -> None:
     assert retry.event.attempt == 2 and retry.event.lane is ev.Lane.RETRY
     assert retry.event.fire.lane is ev.Lane.CATCH_UP
     assert retry.event.not_before == datetime.fromtimestamp(T0, UTC) + timedelta(seconds=1.11)
-    assert Carry.from_headers(retry.headers).first_attempt_ms == T0 * 1000 + 100
+    assert OrderHeaders.from_headers(retry.headers).first_attempt_ms == T0 * 1000 + 100
     attempt = c.emits[0].event
     assert isinstance(attempt, ev.Attempt) and attempt.next_attempt_at == retry.event.not_before
 
 
 def test_retry_after_is_a_floor() -> None:
-    c = conclude_on(order(), Carry(), sent(SendResult.HTTP_ERROR, 429, retry_after=30))
+    c = conclude_on(order(), OrderHeaders(), sent(SendResult.HTTP_ERROR, 429, retry_after=30))
     retry = c.emits[1].event
     assert isinstance(retry, ev.DispatchOrder)
     assert retry.not_before >= datetime.fromtimestamp(T0, UTC) + timedelta(seconds=30)
@@ -104,7 +104,7 @@ def test_retry_after_is_a_floor() -> None:
 
 def test_truncated_at_the_next_instant_is_exhausted_into_the_dlq() -> None:
     deadline = datetime.fromtimestamp(T0 + 1, UTC)  # the retry would start at T0 + 1.11 s
-    c = conclude_on(order(deadline=deadline), Carry(), sent(SendResult.HTTP_ERROR, 500))
+    c = conclude_on(order(deadline=deadline), OrderHeaders(), sent(SendResult.HTTP_ERROR, 500))
     assert c.verdict is Verdict.EXHAUSTED and "next instant" in (c.cause or "")
     assert topics(c) == names(Topic.ATTEMPTS, Topic.OUTCOMES, Topic.SCHEDULE_EVENTS, Topic.DLQ)
     dlq = c.emits[3]
@@ -115,15 +115,15 @@ def test_truncated_at_the_next_instant_is_exhausted_into_the_dlq() -> None:
 
 
 def test_budget_and_final_4xx() -> None:
-    last = conclude_on(order(attempt=5), Carry(), sent(SendResult.HTTP_ERROR, 500))
+    last = conclude_on(order(attempt=5), OrderHeaders(), sent(SendResult.HTTP_ERROR, 500))
     assert last.verdict is Verdict.EXHAUSTED and "attempt budget" in (last.cause or "")
-    final = conclude_on(order(), Carry(), sent(SendResult.HTTP_ERROR, 404))
+    final = conclude_on(order(), OrderHeaders(), sent(SendResult.HTTP_ERROR, 404))
     assert final.verdict is Verdict.FAILED
     assert ROUTER.names[Topic.DLQ] not in topics(final)
 
 
 def test_timed_out_after_sending_on_the_last_attempt_is_unknown() -> None:
-    c = conclude_on(order(attempt=5), Carry(), sent(SendResult.TIMEOUT_READ))
+    c = conclude_on(order(attempt=5), OrderHeaders(), sent(SendResult.TIMEOUT_READ))
     assert c.verdict is Verdict.UNKNOWN
     outcome = c.emits[1].event
     assert isinstance(outcome, ev.WorkOutcome)
@@ -134,19 +134,19 @@ def test_timed_out_after_sending_on_the_last_attempt_is_unknown() -> None:
 
 
 def test_nothing_sent_without_a_secret_is_a_final_failure() -> None:
-    c = conclude_on(order(), Carry(), Sent(None, T0 * 1000, T0 * 1000, "no signing secret"))
+    c = conclude_on(order(), OrderHeaders(), Sent(None, T0 * 1000, T0 * 1000, "no signing secret"))
     assert c.verdict is Verdict.FAILED and "no signing secret" in (c.cause or "")
 
 
 def test_redrive_restarts_the_budget_and_links_to_the_dlq_record() -> None:
     dlq = order(attempt=5)
     entry = DlqEntry("p.dlq", 2, 41, dlq, "exhausted")
-    again, carry = redrive_order(entry, datetime.fromtimestamp(T0 + 999, UTC))
+    again, carried = redrive_order(entry, datetime.fromtimestamp(T0 + 999, UTC))
     assert again.attempt == 6 and again.deadline is None and again.fire == dlq.fire
-    assert carry.redrive_of == "p.dlq:2:41" and carry.budget_base == 5
-    c = conclude_on(again, carry, sent(SendResult.HTTP_ERROR, 500))
+    assert carried.redrive_of == "p.dlq:2:41" and carried.budget_base == 5
+    c = conclude_on(again, carried, sent(SendResult.HTTP_ERROR, 500))
     assert c.verdict is Verdict.RETRY  # attempt 1 of a fresh budget
-    assert all(Carry.from_headers(e.headers).redrive_of == "p.dlq:2:41" for e in c.emits)
+    assert all(OrderHeaders.from_headers(e.headers).redrive_of == "p.dlq:2:41" for e in c.emits)
 
 
 def test_breaker_counts_consecutive_failed_fires_only() -> None:

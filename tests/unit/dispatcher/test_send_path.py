@@ -22,7 +22,7 @@ from horae.ports import Emit, Record, TransactionFailed
 from horae.streams.dispatcher.conclude import Conclusion, conclude
 from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.deliver import attempt_once
-from horae.streams.dispatcher.records import Carry, Verdict
+from horae.streams.dispatcher.records import OrderHeaders, Verdict
 from horae.testing import InMemoryLog, RecordingSender, VirtualClock
 
 PREFIX = "unit."
@@ -91,8 +91,8 @@ def attempt(
     (record,) = log.consume(100, 0)
     order = decode(record.value() or b"", ev.DispatchOrder)
     sent = asyncio.run(attempt_once(order, CONFIG, sender, clock))
-    carry = Carry.from_headers(record.headers())
-    return record, conclude(order, carry, sent, ROUTER, record.partition())
+    carried = OrderHeaders.from_headers(record.headers())
+    return record, conclude(order, carried, sent, ROUTER, record.partition())
 
 
 def commit(log: InMemoryLog, record: Record, c: Conclusion) -> None:

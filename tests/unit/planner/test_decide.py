@@ -87,15 +87,15 @@ def test_deleted_then_recreated_starts_afresh() -> None:
     assert [int(f.scheduled_at.timestamp()) for f in fires] == [T0 + 6 * 3600]
 
 
-def test_held_definitions_equal_the_definition_without_signature_and_share_value_objects() -> None:
+def test_index_copies_equal_the_definition_without_signature_and_share_value_objects() -> None:
     one = replace(
         definition("a", "0 * * * *"), signature=ev.Signature(key_id="k", value="00"), labels={}
     )
     two = replace(one, trigger_id="b", recurrence=replace(one.recurrence))
-    held = Decider().shared.held
-    held_one, held_two = held(one), held(two)
+    index_copy = Decider().shared.index_copy
+    held_one, held_two = index_copy(one), index_copy(two)
     assert held_one == replace(one, signature=None)
     assert held_two == replace(two, signature=None)
     assert held_one.recurrence is held_two.recurrence  # equal, so held once
     assert held_one.policies is held_two.policies
-    assert held(held_one) == held_one
+    assert index_copy(held_one) == held_one

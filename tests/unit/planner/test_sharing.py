@@ -31,7 +31,7 @@ def _copy(d: ev.TriggerDefinition, trigger_id: str) -> ev.TriggerDefinition:
 def test_equal_values_are_held_once_and_counted() -> None:
     shared = SharedValues()
     d = definition()
-    one, two = shared.held(d), shared.held(_copy(d, "other"))
+    one, two = shared.index_copy(d), shared.index_copy(_copy(d, "other"))
     for name in ("recurrence", "policies", "quotas", "target"):
         assert getattr(one, name) is getattr(two, name), name
     assert one == replace(d, signature=None) and two.trigger_id == "other"
@@ -44,8 +44,8 @@ def test_a_target_at_the_same_url_with_other_headers_is_not_shared() -> None:
     shared = SharedValues()
     d = definition()
     other = replace(d, target=replace(d.target, headers={"x": "y"}))
-    assert shared.held(other).target is not shared.held(d).target
-    assert shared.held(_copy(other, "again")).target is shared.held(other).target
+    assert shared.index_copy(other).target is not shared.index_copy(d).target
+    assert shared.index_copy(_copy(other, "again")).target is shared.index_copy(other).target
 
 
 def test_compiled_schedules_are_computed_once_per_recurrence_and_policies() -> None:
@@ -76,13 +76,13 @@ def test_shared_values_stay_bounded_and_still_share_after_evictions() -> None:
     shared = SharedValues(limit=10)
     d = definition()
     held = [
-        shared.held(replace(d, recurrence=replace(d.recurrence, expr=f"{m} * * * *")))
+        shared.index_copy(replace(d, recurrence=replace(d.recurrence, expr=f"{m} * * * *")))
         for m in range(40)
     ]
     stats = shared.stats()
     assert stats.size <= 2 * 10 * 3 and stats.evictions > 0
     assert len({id(h.recurrence) for h in held}) == 40
-    again = shared.held(_copy(held[-1], "again"))
+    again = shared.index_copy(_copy(held[-1], "again"))
     assert again.recurrence is held[-1].recurrence  # recent: still shared
 
 
@@ -124,8 +124,8 @@ def test_metrics_export_the_frozen_count_and_the_sharing_stats() -> None:
     metrics, shared = PlannerMetrics(), SharedValues()
     metrics.watch_sharing(shared)
     d = definition()
-    shared.held(d)
-    shared.held(_copy(d, "other"))
+    shared.index_copy(d)
+    shared.index_copy(_copy(d, "other"))
     sample = metrics.registry.get_sample_value
     assert sample("horae_planner_shared_values_misses_total") == 7
     assert sample("horae_planner_shared_values_hits_total") == 7
