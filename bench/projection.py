@@ -32,7 +32,7 @@ import psycopg
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, partition_for, spec, topic_name
+from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, spec, topic_name
 from horae.projections import schema as pschema
 from horae.projections.metrics import ProjectionMetrics
 from horae.projections.projector import Projector, ProjectorConfig
@@ -88,7 +88,9 @@ def throughput(
     try:
         producer = HistoryProducer(bootstrap, prefix)
         t0 = time.monotonic()
-        records = producer.send(history(fires, tenants=10, triggers=100, dispatch_share=0.2))
+        records = producer.send(
+            history(fires, 10, 100, dispatch_share=0.2, prefix=prefix, partitions=PARTITIONS)
+        )
         producer.flush()
         print(f"produced {records} records in {time.monotonic() - t0:.1f}s")
         ends = end_offsets(bootstrap, names)
@@ -136,10 +138,10 @@ def throughput(
 def planner_like(bootstrap: str, prefix: str, rate: int, seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
     """Commit ``rate`` fire records per second, one transaction per 100 ms."""
     n = int(rate * seconds)
-    pre = [
-        (r.key.encode(), r.value, r.by)
-        for r in history(n, tenants=10, triggers=500, dispatch_share=0.0, with_definitions=False)
-    ]
+    fires = history(
+        n, 10, 500, dispatch_share=0, with_definitions=False, prefix=prefix, partitions=PARTITIONS
+    )
+    pre = [(r.key, r.value, r.partition) for r in fires if r.partition is not None]
     name = topic_name(Topic.FIRES, prefix)
     producer = Producer(
         {
@@ -159,8 +161,8 @@ def planner_like(bootstrap: str, prefix: str, rate: int, seconds: float, out: mp
         if delay > 0:
             time.sleep(delay)
         producer.begin_transaction()
-        for key, value, by in pre[i : i + per_tick]:
-            producer.produce(name, value, key, partition=partition_for(by, PARTITIONS))
+        for key, value, partition in pre[i : i + per_tick]:
+            producer.produce(name, value, key, partition=partition)
         producer.commit_transaction(30)
         sent += len(pre[i : i + per_tick])
     out.put({"sent": sent, "seconds": time.monotonic() - t0})

@@ -4,8 +4,9 @@ Tenants may produce definitions straight to Kafka, as wire Avro or as plain JSON
 the same schema (kcat-friendly). Every definition must be signed with one of its tenant's ingress
 keys (see :mod:`horae.contracts.signing` and ``docs/contracts.md``); the record key must be the
 trigger key ``<tenant>/<trigger_id>`` of the body. :func:`ingest_definition` never raises on bad
-input: it returns a :class:`~horae.contracts.events.Quarantined` with the cause, which the caller
-appends to the quarantine topic and otherwise ignores (it changes nothing).
+input: it returns a :class:`~horae.contracts.events.Quarantined` with the cause (built by the one
+factory, :func:`horae.contracts.quarantine.quarantine`), which the caller appends to the
+quarantine topic and otherwise ignores (it changes nothing).
 
 Quarantine causes: ``tombstone``, ``framing``, ``schema-id``, ``avro``, ``type``, ``json``,
 ``schema``, ``invalid``, ``key``, ``unsigned``, ``unknown-tenant``, ``cross-tenant``, ``signature``.
@@ -27,7 +28,9 @@ from horae.contracts import signing
 from horae.contracts.codec import Codec, DecodeError, default_codec, to_event
 from horae.contracts.domain_map import check_zone, recurrence_to_domain, trigger_spec
 from horae.contracts.jsonform import coerce
+from horae.contracts.quarantine import quarantine
 from horae.domain.errors import ValidationError
+from horae.ports import Record
 
 #: tenant -> key id -> secret. A key id must be unique across tenants (e.g. prefixed by tenant).
 TenantKeys = Mapping[str, Mapping[str, bytes]]
@@ -126,34 +129,24 @@ def ingest_definition(
     """The accepted definition, or the quarantine record saying why it was refused."""
     at = now or datetime.now(UTC)
 
-    def quarantine(cause: str, detail: str, d: ev.TriggerDefinition | None) -> ev.Quarantined:
-        return ev.Quarantined(
-            source_topic=source.topic,
-            source_partition=source.partition,
-            source_offset=source.offset,
-            cause=cause,
-            detail=detail[:2000],
-            original=raw_value or b"",
-            quarantined_at=at,
-            original_key=raw_key,
-            tenant=d.tenant if d else None,
-            trigger_id=d.trigger_id if d else None,
-        )
+    def refuse(cause: str, detail: str, d: ev.TriggerDefinition | None) -> ev.Quarantined:
+        record = Record(source.topic, source.partition, source.offset, raw_key, raw_value)
+        return quarantine(record, cause, detail, at, d)
 
     if raw_value is None:
-        return quarantine("tombstone", "definitions are deleted with state=deleted", None)
+        return refuse("tombstone", "definitions are deleted with state=deleted", None)
     try:
         d = decode_definition(raw_value, codec)
     except DecodeError as exc:
-        return quarantine(exc.cause, exc.detail, None)
+        return refuse(exc.cause, exc.detail, None)
     try:
         validate_definition(d)
     except ValidationError as exc:
-        return quarantine("invalid", str(exc), d)
+        return refuse("invalid", str(exc), d)
     expected = ev.trigger_key(d.tenant, d.trigger_id).encode()
     if raw_key != expected:
-        return quarantine("key", f"record key {raw_key!r} is not {expected!r}", d)
+        return refuse("key", f"record key {raw_key!r} is not {expected!r}", d)
     refused = verify_definition(d, tenant_keys)
     if refused is not None:
-        return quarantine(*refused, d)
+        return refuse(*refused, d)
     return d

@@ -82,16 +82,12 @@ def member_configs(
 __all__ = [
     "COMMIT_TIMEOUT_S",
     "GroupMember",
-    "OutRecord",
     "TransactionFailed",
     "TransactionalProcessor",
     "member_configs",
 ]
 
 UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner picks by key
-
-#: the former name of :class:`horae.ports.Emit`, kept until the dispatcher builds Emits itself
-OutRecord = Emit
 
 
 class GroupMember(Seekable, Protocol):

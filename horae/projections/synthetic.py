@@ -1,8 +1,9 @@
 """Synthetic history records for tests and benchmarks (the planner and dispatcher are separate).
 
-Builds valid events with the contracts' types and real fire keys, and produces them encoded with
-the codec to the topics under a prefix, partitioned as the catalogue says (a fire's ledger record,
-attempts and outcome on its trigger's partition number). Deterministic for a given seed.
+Builds valid events with the contracts' types and real fire keys, as :class:`~horae.ports.Emit`
+records built by the one routing table (:class:`~horae.contracts.routing.Router`) under a prefix,
+partitioned as the catalogue says (a fire's ledger record, attempts and outcome on its trigger's
+partition number), and produces them. Deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -11,27 +12,24 @@ import random
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Producer
 
 from horae.contracts import events as ev
-from horae.contracts.codec import encode
-from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, partition_for, topic_name
+from horae.contracts.routing import Router
+from horae.contracts.topics import (
+    PRODUCER_DEFAULTS,
+    Topic,
+    fire_partition,
+    partition_for,
+    topic_name,
+)
 from horae.domain.keys import FireKey
+from horae.kafka.txn import UNASSIGNED
+from horae.ports import Emit
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class Out:
-    """One record to produce: ``value`` None is a tombstone; ``by`` is the partitioning key."""
-
-    topic: Topic
-    key: str
-    value: bytes | None
-    by: str
 
 
 def definition(
@@ -156,44 +154,49 @@ def history(
     dispatch_share: float = 0.2,
     start_index: int = 0,
     with_definitions: bool = True,
-) -> Iterator[Out]:
+    *,
+    prefix: str,
+    partitions: int,
+) -> Iterator[Emit]:
     """Definitions for every trigger, then ``n_fires`` fire records (one per instant, a minute
     apart per trigger; ~5 % not fired, with a cause); ``dispatch_share`` of the fired ones get
-    attempts (sometimes a failed first one), an outcome and a schedule event."""
+    attempts (sometimes a failed first one), an outcome and a schedule event. Records go to the
+    topics under ``prefix``, on their trigger's partition of ``partitions`` (audit: by key)."""
+    router = Router(prefix)
     rng = random.Random(seed + start_index)
     if with_definitions:
         for t in range(tenants):
             for k in range(triggers):
                 tenant, trig = f"tenant-{t}", f"trigger-{k}"
-                tk = ev.trigger_key(tenant, trig)
-                yield Out(Topic.ACCEPTED, tk, encode(definition(tenant, trig)), tk)
+                part = fire_partition(tenant, trig, partitions)
+                yield router.emit(definition(tenant, trig), part)
         for t in range(tenants):
-            tenant = f"tenant-{t}"
-            yield Out(Topic.AUDIT, tenant, encode(audit(tenant, start_index)), tenant)
+            yield router.emit(audit(f"tenant-{t}", start_index), None)
     per_instant = tenants * triggers
     for i in range(start_index, start_index + n_fires):
         tenant, trig = _trigger_of(i, tenants, triggers)
-        tk = ev.trigger_key(tenant, trig)
+        part = fire_partition(tenant, trig, partitions)
         scheduled = START + timedelta(minutes=i // per_instant)
         roll = rng.random()
         if roll < 0.05:
             f = fire(tenant, trig, scheduled, ev.FireState.SKIPPED, cause="skipped: overlap")
         else:
             f = fire(tenant, trig, scheduled)
-        yield Out(Topic.FIRES, f.fire_key, encode(f), tk)
+        yield router.emit(f, part)
         if f.state is ev.FireState.FIRED and rng.random() < dispatch_share:
             late = timedelta(milliseconds=rng.randint(5, 900))
             tries = [attempt(f, 1, late, ok=rng.random() > 0.2)]
             if tries[0].transport_result is not ev.TransportResult.OK:
                 tries.append(attempt(f, 2, late + timedelta(seconds=2)))
             for a in tries:
-                yield Out(Topic.ATTEMPTS, f.fire_key, encode(a), tk)
-            yield Out(Topic.OUTCOMES, f.fire_key, encode(outcome(f, tries)), tk)
-            yield Out(Topic.SCHEDULE_EVENTS, tk, encode(schedule_event(f, seed)), tk)
+                yield router.emit(a, part)
+            yield router.emit(outcome(f, tries), part)
+            yield router.emit(schedule_event(f, seed), part)
 
 
 class HistoryProducer:
-    """Produces :class:`Out` records under ``prefix`` with the catalogue's partitioning."""
+    """Produces :class:`~horae.ports.Emit` records (a record without a partition: by key) and
+    raw ones under ``prefix``."""
 
     def __init__(self, bootstrap: str, prefix: str, extra: dict[str, object] | None = None):
         conf: dict[str, object] = {
@@ -221,14 +224,13 @@ class HistoryProducer:
                 time.sleep(0.2)
         return self._partitions[topic]
 
-    def send(self, records: Iterable[Out]) -> int:
+    def send(self, records: Iterable[Emit]) -> int:
         n = 0
         for rec in records:
-            name = topic_name(rec.topic, self.prefix)
-            part = partition_for(rec.by, self.partitions(name))
+            part = UNASSIGNED if rec.partition is None else rec.partition
             while True:
                 try:
-                    self.producer.produce(name, rec.value, rec.key.encode(), partition=part)
+                    self.producer.produce(rec.topic, rec.value, rec.key, partition=part)
                     break
                 except BufferError:
                     self.producer.poll(0.05)
@@ -238,7 +240,9 @@ class HistoryProducer:
         return n
 
     def send_raw(self, topic: Topic, key: str, value: bytes, by: str) -> None:
-        self.send([Out(topic, key, value, by)])
+        """One record of any bytes on ``topic``, on the partition of the key ``by``."""
+        name = topic_name(topic, self.prefix)
+        self.send([Emit(name, key.encode(), value, partition_for(by, self.partitions(name)))])
 
     def flush(self) -> None:
         remaining = self.producer.flush(30)

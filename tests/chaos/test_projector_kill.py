@@ -24,7 +24,11 @@ from horae.projections.projector import ProjectorConfig
 from horae.projections.rebuild import end_offsets, rebuild, verify
 from horae.projections.rows import PROJECTED
 from horae.projections.synthetic import HistoryProducer, history
-from tests.integration.projections.projection_support import create_topics, stored_offsets
+from tests.integration.projections.projection_support import (
+    PARTITIONS,
+    create_topics,
+    stored_offsets,
+)
 from tests.paths import REPO_ROOT
 from tests.waiting import wait_until
 
@@ -108,7 +112,7 @@ def test_sigkill_mid_batch_loses_and_doubles_nothing(
     bootstrap, prefix, schema = (
         env["HORAE_KAFKA_BOOTSTRAP"], env["HORAE_TOPIC_PREFIX"], env["HORAE_PROJECTION_SCHEMA"]
     )  # fmt: skip
-    records = list(history(FIRES, tenants=4, triggers=25, dispatch_share=0.1))
+    records = list(history(FIRES, 4, 25, dispatch_share=0.1, prefix=prefix, partitions=PARTITIONS))
     producer = HistoryProducer(bootstrap, prefix)
     produced = threading.Event()
 
@@ -160,7 +164,7 @@ def test_sigkill_mid_batch_loses_and_doubles_nothing(
                 proc.wait(5)
         assert kills == KILLS
 
-        n_attempts = sum(1 for r in records if r.topic is Topic.ATTEMPTS)
+        n_attempts = sum(1 for r in records if r.topic == topic_name(Topic.ATTEMPTS, prefix))
         counts = db.execute(
             f"""SELECT (SELECT count(*) FROM "{schema}".fires),
                        (SELECT count(DISTINCT fire_key) FROM "{schema}".fires),

@@ -28,8 +28,8 @@ class DispatcherConfig:
 
     ``webhook_secrets``: ref -> ``whsec_`` secret (``Target.secret_refs`` name them, current
     first); ``platform_key``: signs the paused versions the breaker writes (None: the breaker
-    only emits ``schedule.failed``); ``tenant_keys``: the tenants' definition keys, used to find a
-    trigger's latest accepted version."""
+    only emits ``schedule.failed``); ``tenant_keys``: the tenants' definition keys, with which the
+    breaker finds a trigger's highest validly signed version on the ingress topic."""
 
     bootstrap: str
     prefix: str

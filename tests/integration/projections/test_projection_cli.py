@@ -16,7 +16,7 @@ import psycopg
 
 from horae.projections.projector import ProjectorConfig
 from horae.projections.synthetic import HistoryProducer, history
-from tests.integration.projections.projection_support import end_offsets, wait_caught_up
+from tests.integration.projections.projection_support import PARTITIONS, end_offsets, wait_caught_up
 from tests.paths import REPO_ROOT
 from tests.waiting import wait_until
 
@@ -52,7 +52,7 @@ def test_cli_projector_metrics_rebuild_verify_swap(
     assert done.returncode == 0 and "0001_initial" in done.stdout
     assert "up to date" in horae("migrate", env=env).stdout
 
-    producer.send(history(500, tenants=2, triggers=2))
+    producer.send(history(500, 2, 2, prefix=producer.prefix, partitions=PARTITIONS))
     producer.flush()
     ends = end_offsets(config.bootstrap, topics)
     port = free_port()

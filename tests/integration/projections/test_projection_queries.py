@@ -12,23 +12,25 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from horae.contracts import events as ev
-from horae.contracts.codec import default_codec, encode
-from horae.contracts.topics import Topic, topic_name
+from horae.contracts.codec import default_codec
+from horae.contracts.routing import Router
+from horae.contracts.topics import topic_name
+from horae.ports import Emit
 from horae.projections.queries import BadCursor, HistoryQueries
 from horae.projections.rows import PROJECTED, Batch, RecordMapper
 from horae.projections.store import ProjectionStore
-from horae.projections.synthetic import START, Out, attempt, definition, fire, outcome
+from horae.projections.synthetic import START, attempt, definition, fire, outcome
 
 PREFIX = "q."
+ROUTER = Router(PREFIX)
 
 
-def project(database_url: str, schema: str, outs: list[Out]) -> None:
+def project(database_url: str, schema: str, outs: list[Emit]) -> None:
     mapper = RecordMapper(default_codec(), {topic_name(t, PREFIX): t for t in PROJECTED})
     batch, offsets = Batch(), dict[str, int]()
     for o in outs:
-        name = topic_name(o.topic, PREFIX)
-        offsets[name] = offsets.get(name, -1) + 1
-        mapper.add(batch, name, 0, offsets[name], o.key.encode(), o.value, 0)
+        offsets[o.topic] = offsets.get(o.topic, -1) + 1
+        mapper.add(batch, o.topic, 0, offsets[o.topic], o.key, o.value, 0)
     store = ProjectionStore(database_url, schema)
     try:
         store.apply(batch, {s: topic_name(t, PREFIX) for t, (_, s) in PROJECTED.items()})
@@ -38,26 +40,23 @@ def project(database_url: str, schema: str, outs: list[Out]) -> None:
 
 @pytest.fixture
 def history_rows(database_url: str, schema: str) -> None:
-    outs: list[Out] = []
+    outs: list[Emit] = []
     for tenant in ("acme", "globex"):
         for trig in ("nightly", "hourly", "gone"):
-            tk = ev.trigger_key(tenant, trig)
-            outs.append(Out(Topic.ACCEPTED, tk, encode(definition(tenant, trig)), tk))
-        tk = ev.trigger_key(tenant, "gone")
+            outs.append(ROUTER.emit(definition(tenant, trig), 0))
         deleted = definition(tenant, "gone", version=2)
         deleted = replace(deleted, state=ev.DefinitionState.DELETED)
-        outs.append(Out(Topic.ACCEPTED, tk, encode(deleted), tk))
+        outs.append(ROUTER.emit(deleted, 0))
     for i in range(50):  # acme/nightly: 50 instants a minute apart; every 10th skipped
         state = ev.FireState.SKIPPED if i % 10 == 0 else ev.FireState.FIRED
         f = fire("acme", "nightly", START + timedelta(minutes=i), state, cause=None)
-        tk = ev.trigger_key("acme", "nightly")
-        outs.append(Out(Topic.FIRES, f.fire_key, encode(f), tk))
+        outs.append(ROUTER.emit(f, 0))
         if state is ev.FireState.FIRED:
             a = attempt(f, 1, timedelta(milliseconds=10 * (i + 1)))
-            outs.append(Out(Topic.ATTEMPTS, f.fire_key, encode(a), tk))
-            outs.append(Out(Topic.OUTCOMES, f.fire_key, encode(outcome(f, [a])), tk))
+            outs.append(ROUTER.emit(a, 0))
+            outs.append(ROUTER.emit(outcome(f, [a]), 0))
     g = fire("globex", "nightly", START)
-    outs.append(Out(Topic.FIRES, g.fire_key, encode(g), ev.trigger_key("globex", "nightly")))
+    outs.append(ROUTER.emit(g, 0))
     project(database_url, schema, outs)
 
 

@@ -15,7 +15,12 @@ from horae.projections.projector import Projector, ProjectorConfig
 from horae.projections.rebuild import Progress, rebuild, verify
 from horae.projections.synthetic import START, HistoryProducer, history
 from horae.projections.synthetic import fire as make_fire
-from tests.integration.projections.projection_support import end_offsets, running, wait_caught_up
+from tests.integration.projections.projection_support import (
+    PARTITIONS,
+    end_offsets,
+    running,
+    wait_caught_up,
+)
 
 
 def test_rebuild_equals_live_then_divergence_is_reported_and_swap_repairs(
@@ -24,7 +29,7 @@ def test_rebuild_equals_live_then_divergence_is_reported_and_swap_repairs(
     db: psycopg.Connection[Any],
     topics: list[str],
 ) -> None:
-    producer.send(history(900, tenants=3, triggers=3))
+    producer.send(history(900, 3, 3, prefix=producer.prefix, partitions=PARTITIONS))
     f = make_fire("tenant-0", "trigger-0", START)
     tk = ev.trigger_key(f.tenant, f.trigger_id)
     other = dataclasses.replace(f, state=ev.FireState.SHED, cause="shed: overload")
@@ -79,7 +84,7 @@ def test_running_projector_follows_a_swap(
     db: psycopg.Connection[Any],
     topics: list[str],
 ) -> None:
-    producer.send(history(300, tenants=1, triggers=3))
+    producer.send(history(300, 1, 3, prefix=producer.prefix, partitions=PARTITIONS))
     producer.flush()
     ends = end_offsets(config.bootstrap, topics)
     with running(Projector(config)) as projector:
@@ -87,7 +92,16 @@ def test_running_projector_follows_a_swap(
         shadow = f"{config.schema}_shadow"
         rebuild(dataclasses.replace(config, schema=shadow))
         pschema.swap(db, config.schema, shadow)
-        producer.send(history(300, tenants=1, triggers=3, start_index=300, with_definitions=False))
+        later = history(
+            300,
+            1,
+            3,
+            start_index=300,
+            with_definitions=False,
+            prefix=producer.prefix,
+            partitions=PARTITIONS,
+        )
+        producer.send(later)
         producer.flush()
         ends = end_offsets(config.bootstrap, topics)
         wait_caught_up(db, config.schema, ends)

@@ -13,15 +13,18 @@ import psycopg
 import pytest
 
 from horae.contracts import events as ev
-from horae.contracts.codec import default_codec, encode
-from horae.contracts.topics import Topic, topic_name
+from horae.contracts.codec import default_codec
+from horae.contracts.routing import Router
+from horae.contracts.topics import topic_name
+from horae.ports import Emit
 from horae.projections import store as store_mod
 from horae.projections.rows import PROJECTED, Batch, RecordMapper, Stage
 from horae.projections.store import ProjectionStore
-from horae.projections.synthetic import START, Out, history
+from horae.projections.synthetic import START, history
 from horae.projections.synthetic import fire as make_fire
 
 PREFIX = "p."
+ROUTER = Router(PREFIX)
 TOPICS = {topic_name(t, PREFIX): t for t in PROJECTED}
 STAGE_TOPICS = {stage: topic_name(t, PREFIX) for t, (_, stage) in PROJECTED.items()}
 TABLES = ("fires", "attempts", "work_outcomes", "triggers", "trigger_versions",
@@ -32,11 +35,11 @@ class Log:
     """An in-memory stand-in for the topics: assigns offsets per (topic, partition 0)."""
 
     def __init__(self) -> None:
-        self.records: list[tuple[str, int, int, Out]] = []
+        self.records: list[tuple[str, int, int, Emit]] = []
         self.next: dict[str, int] = {}
 
-    def append(self, out: Out) -> tuple[str, int, int, Out]:
-        name = topic_name(out.topic, PREFIX)
+    def append(self, out: Emit) -> tuple[str, int, int, Emit]:
+        name = out.topic
         off = self.next.get(name, 0)
         self.next[name] = off + 1
         rec = (name, 0, off, out)
@@ -44,11 +47,11 @@ class Log:
         return rec
 
 
-def batch_of(recs: list[tuple[str, int, int, Out]]) -> Batch:
+def batch_of(recs: list[tuple[str, int, int, Emit]]) -> Batch:
     mapper = RecordMapper(default_codec(), TOPICS)
     batch = Batch()
     for topic, part, off, out in recs:
-        mapper.add(batch, topic, part, off, out.key.encode(), out.value, 0)
+        mapper.add(batch, topic, part, off, out.key, out.value, 0)
     return batch
 
 
@@ -66,7 +69,7 @@ def store(database_url: str, schema: str) -> Any:
 
 def test_replaying_a_batch_changes_nothing(store: ProjectionStore, db: Any, schema: str) -> None:
     log = Log()
-    recs = [log.append(o) for o in history(300, tenants=2, triggers=2)]
+    recs = [log.append(o) for o in history(300, 2, 2, prefix=PREFIX, partitions=1)]
     store.apply(batch_of(recs), STAGE_TOPICS)
     before = snapshot(db, schema)
     # the same records again (a crash after COMMIT but before the consumer knew): dropped
@@ -87,11 +90,10 @@ def test_second_decision_is_kept_aside_and_counted(
     first = make_fire("acme", "nightly", START)
     other = dataclasses.replace(first, state=ev.FireState.SKIPPED, cause="skipped: overlap")
     resent = first
-    tk = ev.trigger_key("acme", "nightly")
-    recs = [log.append(Out(Topic.FIRES, first.fire_key, encode(f), tk)) for f in (first, other)]
+    recs = [log.append(ROUTER.emit(f, 0)) for f in (first, other)]
     result = store.apply(batch_of(recs), STAGE_TOPICS)
     assert (result.duplicates_different, result.duplicates_identical) == (1, 0)
-    again = [log.append(Out(Topic.FIRES, first.fire_key, encode(resent), tk))]
+    again = [log.append(ROUTER.emit(resent, 0))]
     result = store.apply(batch_of(again), STAGE_TOPICS)
     assert (result.duplicates_different, result.duplicates_identical) == (0, 1)
     fires = db.execute(f'SELECT state, src_offset FROM "{schema}".fires').fetchall()
@@ -106,7 +108,9 @@ def test_second_decision_is_kept_aside_and_counted(
 def test_arrival_order_does_not_matter(database_url: str, schema: str, db: Any, seed: int) -> None:
     """Live consumption and a rebuild interleave topics differently: same rows either way."""
     log = Log()
-    recs = [log.append(o) for o in history(200, tenants=2, triggers=2, dispatch_share=0.6)]
+    recs = [
+        log.append(o) for o in history(200, 2, 2, dispatch_share=0.6, prefix=PREFIX, partitions=1)
+    ]
     in_order = ProjectionStore(database_url, schema)
     in_order.connect()
     in_order.apply(batch_of(recs), STAGE_TOPICS)
@@ -115,7 +119,7 @@ def test_arrival_order_does_not_matter(database_url: str, schema: str, db: Any, 
     other = ProjectionStore(database_url, shuffled_schema)
     other.connect()
     # per-topic order is kept (Kafka guarantees it per partition); topics interleave at random
-    by_topic: dict[str, list[tuple[str, int, int, Out]]] = {}
+    by_topic: dict[str, list[tuple[str, int, int, Emit]]] = {}
     for rec in recs:
         by_topic.setdefault(rec[0], []).append(rec)
     rng = random.Random(seed)
@@ -136,7 +140,9 @@ def test_a_batch_failing_half_way_leaves_nothing(
     store: ProjectionStore, db: Any, schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = Log()
-    recs = [log.append(o) for o in history(100, tenants=1, triggers=2, dispatch_share=0.5)]
+    recs = [
+        log.append(o) for o in history(100, 1, 2, dispatch_share=0.5, prefix=PREFIX, partitions=1)
+    ]
     before = snapshot(db, schema)
     monkeypatch.setitem(store_mod.MERGES, Stage.OUTCOMES, ("merge/outcomes", "merge/no_such"))
     with pytest.raises(FileNotFoundError):
@@ -156,15 +162,14 @@ def test_attempts_before_their_fire_make_a_placeholder(
     log = Log()
     f = make_fire("acme", "t", START)
     a = attempt(f, 1, timedelta(milliseconds=250))
-    tk = ev.trigger_key("acme", "t")
     early = [
-        log.append(Out(Topic.ATTEMPTS, f.fire_key, encode(a), tk)),
-        log.append(Out(Topic.OUTCOMES, f.fire_key, encode(outcome(f, [a])), tk)),
+        log.append(ROUTER.emit(a, 0)),
+        log.append(ROUTER.emit(outcome(f, [a]), 0)),
     ]
     store.apply(batch_of(early), STAGE_TOPICS)
     row = db.execute(f'SELECT status, decided_at FROM "{schema}".fires').fetchone()
     assert row == ("succeeded", None)
-    store.apply(batch_of([log.append(Out(Topic.FIRES, f.fire_key, encode(f), tk))]), STAGE_TOPICS)
+    store.apply(batch_of([log.append(ROUTER.emit(f, 0))]), STAGE_TOPICS)
     row = db.execute(
         f'SELECT status, state, lateness_ms, terminal_at = outcome_at FROM "{schema}".fires'
     ).fetchone()

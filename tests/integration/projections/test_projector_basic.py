@@ -11,9 +11,15 @@ import psycopg
 from horae.contracts import events as ev
 from horae.contracts.codec import decode
 from horae.contracts.topics import Topic, topic_name
+from horae.ports import Emit
 from horae.projections.projector import Projector, ProjectorConfig
-from horae.projections.synthetic import HistoryProducer, Out, history
-from tests.integration.projections.projection_support import end_offsets, running, wait_caught_up
+from horae.projections.synthetic import HistoryProducer, history
+from tests.integration.projections.projection_support import (
+    PARTITIONS,
+    end_offsets,
+    running,
+    wait_caught_up,
+)
 
 GARBAGE = b"\x00\x00\x00\x00\x01not avro"
 
@@ -24,23 +30,25 @@ def count(db: psycopg.Connection[Any], schema: str, table: str) -> int:
     return int(row[0])
 
 
-def expected_billing(records: list[Out]) -> dict[tuple[str, date], tuple[int, int, int, int]]:
+def expected_billing(
+    records: list[Emit], prefix: str
+) -> dict[tuple[str, date], tuple[int, int, int, int]]:
     """Per tenant and UTC day of the scheduled instant: fired, not fired, attempts, succeeded,
     counted from the produced records themselves."""
     fires = {
         f.fire_key: f
         for r in records
-        if r.topic is Topic.FIRES
+        if r.topic == topic_name(Topic.FIRES, prefix)
         for f in [decode(r.value or b"", ev.FireRecord)]
     }
     counts: dict[tuple[str, date], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for f in fires.values():
         counts[(f.tenant, f.scheduled_at.date())][0 if f.state is ev.FireState.FIRED else 1] += 1
     for r in records:
-        if r.topic is Topic.ATTEMPTS:
+        if r.topic == topic_name(Topic.ATTEMPTS, prefix):
             f = fires[decode(r.value or b"", ev.Attempt).fire_key]
             counts[(f.tenant, f.scheduled_at.date())][2] += 1
-        elif r.topic is Topic.OUTCOMES:
+        elif r.topic == topic_name(Topic.OUTCOMES, prefix):
             o = decode(r.value or b"", ev.WorkOutcome)
             if o.state is ev.OutcomeState.SUCCEEDED:
                 counts[(o.tenant, fires[o.fire_key].scheduled_at.date())][3] += 1
@@ -53,7 +61,8 @@ def test_projects_every_table(
     db: psycopg.Connection[Any],
     topics: list[str],
 ) -> None:
-    records = list(history(600, tenants=2, triggers=3))
+    prefix = config.topic_prefix
+    records = list(history(600, tenants=2, triggers=3, prefix=prefix, partitions=PARTITIONS))
     producer.send(records)
     producer.send_raw(Topic.FIRES, "garbage", GARBAGE, "x")
     producer.flush()
@@ -62,7 +71,7 @@ def test_projects_every_table(
     with running(projector):
         wait_caught_up(db, config.schema, ends)
     s = config.schema
-    by_topic = {t: sum(1 for r in records if r.topic is t) for t in Topic}
+    by_topic = {t: sum(1 for r in records if r.topic == topic_name(t, prefix)) for t in Topic}
     assert count(db, s, "fires") == 600
     assert count(db, s, "attempts") == by_topic[Topic.ATTEMPTS]
     assert count(db, s, "work_outcomes") == by_topic[Topic.OUTCOMES]
@@ -85,5 +94,5 @@ def test_projects_every_table(
     billing = db.execute(
         f'SELECT tenant, day, fires, non_fires, attempts, succeeded FROM "{s}".billing_daily'
     ).fetchall()
-    assert {(t, d): tuple(n) for t, d, *n in billing} == expected_billing(records)
+    assert {(t, d): tuple(n) for t, d, *n in billing} == expected_billing(records, prefix)
     assert projector.stats.errors == 1

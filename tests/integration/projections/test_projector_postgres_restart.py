@@ -13,6 +13,7 @@ from horae.projections.projector import Projector, ProjectorConfig
 from horae.projections.rebuild import rebuild, verify
 from horae.projections.synthetic import HistoryProducer, history
 from tests.integration.projections.projection_support import (
+    PARTITIONS,
     end_offsets,
     running,
     stored_offsets,
@@ -29,7 +30,8 @@ def test_postgres_restart_loses_nothing(
     private_postgres: PostgresCluster,
 ) -> None:
     config = dataclasses.replace(config, database_url=private_postgres.url, batch_records=500)
-    producer.send(history(3000, tenants=2, triggers=5))
+    prefix = config.topic_prefix
+    producer.send(history(3000, tenants=2, triggers=5, prefix=prefix, partitions=PARTITIONS))
     producer.flush()
     with (
         psycopg.connect(private_postgres.url, autocommit=True) as watch,
@@ -37,7 +39,8 @@ def test_postgres_restart_loses_nothing(
     ):
         wait_until(lambda: stored_offsets(watch, config.schema), 30, 0.05, "a batch stored")
         private_postgres.stop()  # fast shutdown: the batch in flight is rolled back
-        producer.send(history(3000, tenants=2, triggers=5, start_index=3000))
+        later = history(3000, 2, 5, start_index=3000, prefix=prefix, partitions=PARTITIONS)
+        producer.send(later)
         producer.flush()
         wait_until(lambda: projector.stats.db_retries, 60, 0.05, "retried while it is down")
         private_postgres.start()

@@ -11,7 +11,12 @@ import psycopg
 from horae.projections.projector import Projector, ProjectorConfig
 from horae.projections.rebuild import rebuild, verify
 from horae.projections.synthetic import HistoryProducer, history
-from tests.integration.projections.projection_support import end_offsets, running, wait_caught_up
+from tests.integration.projections.projection_support import (
+    PARTITIONS,
+    end_offsets,
+    running,
+    wait_caught_up,
+)
 from tests.waiting import wait_until
 
 
@@ -23,7 +28,17 @@ def test_partitions_move_between_members_without_loss_or_doubling(
 ) -> None:
     config = dataclasses.replace(config, batch_records=200)
     chunks = [
-        list(history(1500, tenants=3, triggers=4, start_index=i * 1500, with_definitions=i == 0))
+        list(
+            history(
+                1500,
+                tenants=3,
+                triggers=4,
+                start_index=i * 1500,
+                with_definitions=i == 0,
+                prefix=config.topic_prefix,
+                partitions=PARTITIONS,
+            )
+        )
         for i in range(3)
     ]
 
