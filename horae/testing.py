@@ -31,7 +31,7 @@ from horae.ports import (
     TransactionFailed,
 )
 from horae.projections.rows import Batch, Row, Stage
-from horae.projections.store import ApplyResult, position_of
+from horae.projections.store import ApplyResult, unapplied
 
 Callback = Callable[[Sequence[TopicPartitionKey]], None]
 
@@ -205,14 +205,7 @@ class InMemoryStore:
             return result
         stored = {tp: self.offsets[tp] for tp in batch.next_offsets if tp in self.offsets}
         for stage, rows in batch.rows.items():
-            topic = self.stage_topics.get(stage, "")
-            kept = []
-            for row in rows:
-                t, p, o = position_of(stage, row, topic)
-                if o < stored.get((t, p), -1):
-                    result.dropped += 1
-                else:
-                    kept.append(row)
+            kept = unapplied(stage, rows, self.stage_topics.get(stage, ""), stored, result)
             if kept:
                 self.rows.setdefault(stage, []).extend(kept)
                 result.rows[stage] = len(kept)

@@ -65,6 +65,25 @@ def position_of(stage: Stage, row: Row, stage_topic: str) -> tuple[str, int, int
     return stage_topic, int(row[-2]), int(row[-1])
 
 
+def unapplied(
+    stage: Stage,
+    rows: list[Row],
+    stage_topic: str,
+    stored: Mapping[tuple[str, int], int],
+    result: ApplyResult,
+) -> list[Row]:
+    """The rows of records at or above the ``stored`` offsets of their partitions (the others
+    were applied by an earlier batch: counted in ``result.dropped``)."""
+    kept = []
+    for row in rows:
+        topic, partition, offset = position_of(stage, row, stage_topic)
+        if offset < stored.get((topic, partition), -1):
+            result.dropped += 1
+        else:
+            kept.append(row)
+    return kept
+
+
 class ProjectionStore:
     """Writes batches into ``schema``; see the module docstring for the transaction. The
     PostgreSQL :class:`horae.ports.ReadModelStore`; ``stage_topics`` names the topic each staging
@@ -153,7 +172,7 @@ class ProjectionStore:
             stored = {(str(t), int(p)): int(o) for t, p, o in cur.fetchall()}
             for stage, rows in batch.rows.items():
                 if stored:
-                    rows = self._unapplied(stage, rows, stage_topics.get(stage, ""), stored, result)
+                    rows = unapplied(stage, rows, stage_topics.get(stage, ""), stored, result)
                 if not rows:
                     continue
                 self._copy(cur, stage, rows)
@@ -182,23 +201,6 @@ class ProjectionStore:
                     },
                 )
         return result
-
-    @staticmethod
-    def _unapplied(
-        stage: Stage,
-        rows: list[Row],
-        stage_topic: str,
-        stored: dict[tuple[str, int], int],
-        result: ApplyResult,
-    ) -> list[Row]:
-        kept = []
-        for row in rows:
-            topic, partition, offset = position_of(stage, row, stage_topic)
-            if offset < stored.get((topic, partition), -1):
-                result.dropped += 1
-            else:
-                kept.append(row)
-        return kept
 
     @staticmethod
     def _copy(cur: psycopg.Cursor[Any], stage: Stage, rows: Iterable[Row]) -> None:

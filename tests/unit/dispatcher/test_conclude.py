@@ -15,6 +15,7 @@ from horae.streams.dispatcher.breaker import Breaker
 from horae.streams.dispatcher.conclude import H_DLQ_CAUSE, Conclusion, Sent, conclude
 from horae.streams.dispatcher.records import OrderHeaders, Verdict
 from horae.streams.dispatcher.redrive import DlqEntry, redrive_order
+from tests.unit.dispatcher.builders import fire_record
 
 T0 = 1_750_000_000
 KEY = FireKey("acme", "g", T0)
@@ -26,23 +27,7 @@ def order(
     attempt: int = 1, deadline: datetime | None = None, max_attempts: int = 5
 ) -> ev.DispatchOrder:
     at = datetime.fromtimestamp(T0, UTC)
-    fire = ev.FireRecord(
-        fire_key=KEY.canonical(),
-        key_hash=KEY.short_hash(),
-        tenant="acme",
-        trigger_id="g",
-        origin=ev.Origin.SCHEDULED,
-        scheduled_at=at,
-        sequence=0,
-        jitter_ms=0,
-        due_at=at,
-        decided_at=at,
-        state=ev.FireState.FIRED,
-        trigger_version=1,
-        tzdata_version="x",
-        target_kind=ev.TargetKind.WEBHOOK,
-        lane=ev.Lane.CATCH_UP,
-    )
+    fire = fire_record(KEY, ev.Lane.CATCH_UP)
     return ev.DispatchOrder(
         fire=fire,
         target=ev.Target(kind=ev.TargetKind.WEBHOOK, url="https://x.example/h"),

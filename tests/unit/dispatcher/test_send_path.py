@@ -24,6 +24,7 @@ from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.deliver import attempt_once
 from horae.streams.dispatcher.records import OrderHeaders, Verdict
 from horae.testing import InMemoryLog, RecordingSender, VirtualClock
+from tests.unit.dispatcher.builders import fire_record
 
 PREFIX = "unit."
 PARTITIONS = 4
@@ -42,23 +43,7 @@ LANES = [ROUTER.names[lane_topic(lane)] for lane in ev.Lane]
 
 def first_order() -> ev.DispatchOrder:
     at = datetime.fromtimestamp(T0, UTC)
-    fire = ev.FireRecord(
-        fire_key=KEY.canonical(),
-        key_hash=KEY.short_hash(),
-        tenant="acme",
-        trigger_id="nightly",
-        origin=ev.Origin.SCHEDULED,
-        scheduled_at=at,
-        sequence=0,
-        jitter_ms=0,
-        due_at=at,
-        decided_at=at,
-        state=ev.FireState.FIRED,
-        trigger_version=1,
-        tzdata_version="x",
-        target_kind=ev.TargetKind.WEBHOOK,
-        lane=ev.Lane.ON_TIME,
-    )
+    fire = fire_record(KEY, ev.Lane.ON_TIME)
     return ev.DispatchOrder(
         fire=fire,
         target=ev.Target(

@@ -13,7 +13,7 @@ from horae.projections.queries import BadCursor, _decode_cursor, _encode_cursor
 from horae.projections.rebuild import TABLES, Progress, TableDiff, VerifyReport
 from horae.projections.rows import Stage
 from horae.projections.sqlfiles import migration_names, sql
-from horae.projections.store import MERGES, ApplyResult, ProjectionStore
+from horae.projections.store import MERGES, ApplyResult, unapplied
 
 
 def test_every_named_sql_file_exists() -> None:
@@ -70,7 +70,7 @@ def test_verify_report_counts_and_renders() -> None:
 def test_records_below_the_stored_offsets_are_dropped() -> None:
     result = ApplyResult()
     rows = [("k", 1, 5), ("k", 1, 6), ("k", 2, 0)]  # (..., src_partition, src_offset)
-    kept = ProjectionStore._unapplied(Stage.FIRES, rows, "t", {("t", 1): 6}, result)
+    kept = unapplied(Stage.FIRES, rows, "t", {("t", 1): 6}, result)
     assert kept == [("k", 1, 6), ("k", 2, 0)] and result.dropped == 1
     errors = [("t", 1, 5, "avro", "x", None, None, None)]
-    assert ProjectionStore._unapplied(Stage.ERRORS, errors, "", {("t", 1): 6}, result) == []
+    assert unapplied(Stage.ERRORS, errors, "", {("t", 1): 6}, result) == []
