@@ -250,6 +250,23 @@ class Command:
     backfill_to: datetime | None = None
     reason: str | None = None
     signature: Signature | None = None
+    expires_at: datetime | None = None  # required by the planner, at most now + its maximum TTL
+
+
+#: The ``trigger_id`` of a command to a whole tenant (pause: suspend, resume: lift; platform only).
+TENANT_WIDE = "*"
+
+
+@event
+@dataclass(frozen=True, slots=True)
+class AppliedCommand:
+    """A command the planner applied, remembered in its state until it expires (a replay is
+    refused); a manual run keeps its instant and the sequence of its fire key."""
+
+    command_id: str
+    expires_at: datetime
+    scheduled_at: datetime | None = None
+    sequence: int = 0
 
 
 @event
@@ -313,6 +330,7 @@ class PlannerState:
     backfill_command_id: str | None = None
     backfill_cursor: datetime | None = None
     backfill_to: datetime | None = None
+    applied_commands: tuple[AppliedCommand, ...] = ()
 
 
 @event
