@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from horae.contracts.events import TriggerDefinition
+from horae.contracts.events import AppliedCommand, TriggerDefinition
 from horae.domain.schedule import Schedule
 from horae.domain.trigger import TriggerSpec
 
@@ -28,6 +28,16 @@ class TriggerEntry:
     due_ts: float | None = None  # when to decide it: next_instant + jitter (epoch s)
     last_decided: int | None
     paused_since: float | None = None
+    applied: tuple[AppliedCommand, ...] = ()  # commands applied and not yet expired
+
+
+@dataclass(slots=True)
+class TenantEntry:
+    """What a partition holds per tenant that received a tenant-wide command (mirrors the
+    ``PlannerState`` keyed ``<tenant>/*``)."""
+
+    suspended_since: float | None = None
+    applied: tuple[AppliedCommand, ...] = ()
 
 
 class DueIndex:
@@ -36,6 +46,7 @@ class DueIndex:
     def __init__(self, partition: int) -> None:
         self.partition = partition
         self.entries: dict[str, TriggerEntry] = {}
+        self.tenants: dict[str, TenantEntry] = {}  # tenants with a tenant-wide command
         self._heap: list[tuple[float, str]] = []
 
     def __len__(self) -> int:

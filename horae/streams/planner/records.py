@@ -50,11 +50,12 @@ def fire_outputs(
     command_id: str | None = None,
     tzdata: str | None = None,
     next_instant: int | None = None,
+    sequence: int = 0,
 ) -> list[Emit]:
     """The ledger record of one decided instant and, when ``lane`` is set, its hand-over.
     ``next_instant`` (the trigger's following instant) is the dispatch deadline: retries are
-    truncated there."""
-    canonical = canonical_text(d.tenant, d.trigger_id, scheduled, 0, origin)  # a StrEnum
+    truncated there. ``sequence`` tells apart manual runs of one instant."""
+    canonical = canonical_text(d.tenant, d.trigger_id, scheduled, sequence, origin)  # a StrEnum
     scheduled_at = utc_datetime(scheduled)
     record = ev.FireRecord(
         fire_key=canonical,
@@ -63,7 +64,7 @@ def fire_outputs(
         trigger_id=d.trigger_id,
         origin=origin,
         scheduled_at=scheduled_at,
-        sequence=0,
+        sequence=sequence,
         jitter_ms=jitter_ms,
         due_at=utc_datetime(scheduled + jitter_ms / 1000.0) if jitter_ms else scheduled_at,
         decided_at=utc_datetime(now),
@@ -80,7 +81,8 @@ def fire_outputs(
     if lane is None:
         return outputs
     if d.target.kind is _EVENT:
-        outputs.append(router.emit(triggered_event(d, record), partition))
+        event = triggered_event(d, record)
+        outputs.append(router.emit(event, partition, to=router.target_topic(d)))
     else:
         order = ev.DispatchOrder(
             fire=record,

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -70,6 +70,7 @@ def command(
         requested_by="tester",
         role=role,
         requested_at=datetime.now(UTC).replace(microsecond=0),
+        expires_at=datetime.now(UTC) + timedelta(minutes=10),
     )
     return signing.sign(replace(c, **fields), KEY_ID, SECRET)  # type: ignore[arg-type]
 

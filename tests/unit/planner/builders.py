@@ -55,5 +55,6 @@ def command(
         requested_by="tester",
         role=role,
         requested_at=datetime.fromtimestamp(at, UTC),
+        expires_at=datetime.fromtimestamp(at + 600, UTC),
     )
     return signing.sign(replace(c, **fields), KEY_ID, SECRET)  # type: ignore[arg-type]
