@@ -8,8 +8,8 @@ that reads ``HORAE_*``; the CLI derives each command's flags from the same field
 (:mod:`horae.cli.common`), and everything else is handed the values it needs.
 
 Keys and secrets are :class:`~pydantic.SecretStr` (``repr`` and ``str`` show ``**********``;
-``.get_secret_value()`` reads them); the database URL, which may hold a password, is left out of
-``repr`` too.
+``.get_secret_value()`` reads them); the database URLs, which may hold passwords, are left out
+of ``repr`` too.
 """
 
 from __future__ import annotations
@@ -185,7 +185,22 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None,
         repr=False,  # may hold a password
-        description="PostgreSQL URL; unset: the local stack's throwaway cluster",
+        description="PostgreSQL URL of the read models' owner (horae migrate, projections "
+        "rebuild and swap); unset: the local stack's throwaway cluster",
+    )
+    projector_database_url: str | None = Field(
+        default=None,
+        repr=False,  # may hold a password
+        description="PostgreSQL URL of horae projector, a role that may write only the read "
+        "models (horae migrate creates it, with the URL's password); unset: the owner's "
+        "database as role horae_projector",
+    )
+    reader_database_url: str | None = Field(
+        default=None,
+        repr=False,  # may hold a password
+        description="PostgreSQL URL of the read-only role of history queries and projections "
+        "verify (horae migrate creates it, with the URL's password); unset: the owner's "
+        "database as role horae_reader",
     )
     schema_registry_url: str | None = Field(
         default=None,

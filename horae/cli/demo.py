@@ -27,6 +27,7 @@ from pydantic import SecretStr
 
 from horae.cli.common import add_flags, ensure_topics, require_services
 from horae.cli.demo_receiver import DemoReceiver
+from horae.cli.projections import migrate_live
 from horae.client import HoraeClient
 from horae.contracts import events as ev
 from horae.settings import Settings
@@ -44,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(settings: Settings, args: argparse.Namespace) -> int:
     bootstrap, database_url = require_services(settings)
     ensure_topics(settings, bootstrap)
+    migrate_live(settings, database_url)  # the projector role may not create its schema
     secret = secrets.token_hex(16)
     whsec = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
     receiver = DemoReceiver(whsec)

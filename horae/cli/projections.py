@@ -4,6 +4,11 @@
 Settings: the ``projector`` section (``HORAE_PROJECTOR_*``) and the live schema
 (``--projection-schema``, ``HORAE_PROJECTION_SCHEMA``); services come from
 ``HORAE_KAFKA_BOOTSTRAP`` / ``HORAE_DATABASE_URL`` (else the local stack).
+
+Each command connects as the role it needs (:mod:`horae.projections.roles`): ``migrate``,
+``projections rebuild`` and ``verify --swap`` as the owner (``HORAE_DATABASE_URL``), ``projector``
+as the projector role (``HORAE_PROJECTOR_DATABASE_URL``), ``verify`` compares as the reader
+(``HORAE_READER_DATABASE_URL``). ``migrate`` creates both roles and grants them their privileges.
 Exit codes: 0 ok, 1 ``verify`` found divergence, 2 usage errors.
 """
 
@@ -17,10 +22,12 @@ import threading
 from typing import TYPE_CHECKING
 
 from horae.cli.common import add_flags, require_services, serve_metrics, setup_logging
+from horae.devstack import StackError
 from horae.settings import Settings
 
 if TYPE_CHECKING:
     from horae.projections.projector import ProjectorConfig
+    from horae.projections.roles import DatabaseUrls
 
 
 def _schema_flag(p: argparse.ArgumentParser) -> None:
@@ -33,7 +40,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_flags(p, "projector")
     p.set_defaults(func=run_projector)
 
-    m = subparsers.add_parser("migrate", help="create or migrate the read-model schema")
+    m = subparsers.add_parser(
+        "migrate", help="create or migrate the read-model schema, its roles and their grants"
+    )
     _schema_flag(m)
     m.set_defaults(func=run_migrate)
 
@@ -51,18 +60,65 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     v.set_defaults(func=run_verify)
 
 
-def _config(settings: Settings, schema: str) -> ProjectorConfig:
+def database_urls(settings: Settings, owner: str) -> DatabaseUrls:
+    """The URL of each role: the configured ones, else ``owner``'s database as the default
+    roles."""
+    from horae.projections.roles import DatabaseUrls
+
+    return DatabaseUrls.resolve(
+        owner, settings.projector_database_url, settings.reader_database_url
+    )
+
+
+def migrate_live(settings: Settings, owner: str) -> list[str]:
+    """Migrate the live schema as ``owner``, creating the roles and their grants; returns the
+    migrations applied now."""
+    import psycopg
+
+    from horae.projections import schema as pschema
+
+    roles = database_urls(settings, owner).roles()
+    with psycopg.connect(owner, autocommit=True) as conn:
+        return pschema.migrate(conn, settings.projection_schema, roles)
+
+
+def _config(settings: Settings, schema: str, role: str) -> ProjectorConfig:
+    """The projector configuration connecting as ``role`` (``owner`` or ``projector``)."""
     from horae.projections.projector import ProjectorConfig
 
-    bootstrap, database_url = require_services(settings)
+    bootstrap, owner = require_services(settings)
+    urls = database_urls(settings, owner)
     return ProjectorConfig(
         bootstrap=bootstrap,
-        database_url=database_url,
+        database_url=urls.owner if role == "owner" else urls.projector,
         schema=schema,
         topic_prefix=settings.topic_prefix,
         batch_records=settings.projector.batch_records,
         batch_ms=settings.projector.batch_ms,
     )
+
+
+def _check_projector_role(database_url: str, schema: str) -> None:
+    """Raise :class:`StackError` unless the projector role can log in and finds ``schema``
+    migrated (it may not migrate it itself)."""
+    import psycopg
+
+    from horae.projections import schema as pschema
+
+    try:
+        with psycopg.connect(database_url, connect_timeout=10) as conn:
+            todo = pschema.pending(conn, schema)
+    except psycopg.Error as exc:
+        raise StackError(
+            f"the projector role cannot use the database ({str(exc).strip()}). Run `horae "
+            "migrate` as the owner (HORAE_DATABASE_URL) to create the roles, or fix "
+            "HORAE_PROJECTOR_DATABASE_URL."
+        ) from exc
+    if todo:
+        raise StackError(
+            f"schema {schema} needs {', '.join(todo)}; the projector role may not migrate it. "
+            "Run `horae migrate` as the owner (HORAE_DATABASE_URL) first."
+        )
 
 
 def run_projector(settings: Settings, args: argparse.Namespace) -> int:
@@ -71,7 +127,8 @@ def run_projector(settings: Settings, args: argparse.Namespace) -> int:
 
     setup_logging("projector", settings.log_level)
     mine = settings.projector
-    config = _config(settings, settings.projection_schema)
+    config = _config(settings, settings.projection_schema, "projector")
+    _check_projector_role(config.database_url, config.schema)
     config.consumer_overrides["session.timeout.ms"] = mine.session_timeout_ms
     if mine.instance_id:
         config.consumer_overrides["group.instance.id"] = mine.instance_id
@@ -89,15 +146,16 @@ def run_projector(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def run_migrate(settings: Settings, args: argparse.Namespace) -> int:
-    import psycopg
-
-    from horae.projections import schema as pschema
-
-    _, database_url = require_services(settings)
+    _, owner = require_services(settings)
+    try:
+        applied = migrate_live(settings, owner)
+    except ValueError as exc:
+        print(f"migrate: {exc}", file=sys.stderr)
+        return 2
+    roles = database_urls(settings, owner).roles()
     schema = settings.projection_schema
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        applied = pschema.migrate(conn, schema)
     print(f"schema {schema}: " + (", ".join(applied) if applied else "up to date"))
+    print(f"roles: {roles.projector.name} (projector), {roles.reader.name} (reader)")
     return 0
 
 
@@ -106,10 +164,11 @@ def run_rebuild(settings: Settings, args: argparse.Namespace) -> int:
 
     setup_logging("rebuild", settings.log_level)
     shadow = args.shadow or f"{settings.projection_schema}_shadow"
-    config = _config(settings, shadow)
+    config = _config(settings, shadow, "owner")
+    roles = database_urls(settings, config.database_url).roles()
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    progress = rebuild(config, progress_printer(sys.stderr), stop)
+    progress = rebuild(config, progress_printer(sys.stderr), stop, roles)
     sys.stderr.write("\n")
     if stop.is_set():
         print(f"interrupted: {progress.done} of {progress.total} records into {shadow}")
@@ -126,15 +185,15 @@ def run_verify(settings: Settings, args: argparse.Namespace) -> int:
 
     live = settings.projection_schema
     shadow = args.shadow or f"{live}_shadow"
-    _, database_url = require_services(settings)
+    _, owner = require_services(settings)
     try:
-        report = verify(database_url, live, shadow, args.samples)
-    except ValueError as exc:
+        report = verify(database_urls(settings, owner).reader, live, shadow, args.samples)
+    except (ValueError, psycopg.errors.InsufficientPrivilege) as exc:
         print(f"verify: {exc}", file=sys.stderr)
         return 2
     print(report.render())
     if args.swap:
-        with psycopg.connect(database_url, autocommit=True) as conn:
+        with psycopg.connect(owner, autocommit=True) as conn:
             old = pschema.swap(conn, live, shadow)
         print(f"swapped: {shadow} is now {live}; the previous one is kept as {old}")
     return 1 if report.divergence and not args.swap else 0

@@ -10,8 +10,10 @@ never read another tenant's rows through them (invariant 4).
   lateness (first attempt start minus due time, ms) per trigger / per tenant over a window;
 - :meth:`HistoryQueries.triggers` — triggers of a tenant (latest version), cursor-paginated.
 
-Each call runs in its own short transaction with ``search_path`` set to the schema; connections
-come from a ``psycopg_pool.ConnectionPool`` or a single ``psycopg.Connection``.
+Each call runs in its own short, read-only transaction with ``search_path`` set to the schema;
+connections come from a ``psycopg_pool.ConnectionPool`` or a single ``psycopg.Connection``, which
+should connect as the reader role (``HORAE_READER_DATABASE_URL``, see
+:mod:`horae.projections.roles`): PostgreSQL then refuses any write whatever the SQL.
 """
 
 from __future__ import annotations
@@ -93,7 +95,9 @@ class HistoryQueries:
     def _in_tx(self, conn: psycopg.Connection[Any]) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
         with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
             cur.execute(
-                pgsql.SQL("SET LOCAL search_path TO {}").format(pgsql.Identifier(self.schema))
+                pgsql.SQL(
+                    "SET LOCAL search_path TO {}; SET LOCAL transaction_read_only TO on"
+                ).format(pgsql.Identifier(self.schema))
             )
             yield cur
 

@@ -1,12 +1,14 @@
 """Rebuild, verify, swap: the read models are disposable, these prove it.
 
-- :func:`rebuild` drops the shadow schema, migrates it, snapshots the end offsets of every
-  projected partition and replays the topics from the beginning into it (a :class:`Projector` in
-  replay mode), reporting progress (records, rate, ETA) through a callback.
+- :func:`rebuild` (as the owner) drops the shadow schema, migrates it (granting ``roles`` their
+  privileges on it, so it can be swapped in under a running projector), snapshots the end
+  offsets of every projected partition and replays the topics from the beginning into it (a
+  :class:`Projector` in replay mode), reporting progress (records, rate, ETA) through a callback.
 - :func:`verify` compares two schemas table by table, row by row by primary key: rows only on one
   side and rows whose values differ (all columns). Zero divergence means the live schema is
-  exactly what the topics produce. Compare at equal offsets (a live projector still running is
-  ahead of the shadow's snapshot; the report says whether the offsets agree).
+  exactly what the topics produce; the reader role may run it. Compare at equal offsets (a live
+  projector still running is ahead of the shadow's snapshot; the report says whether the offsets
+  agree).
 - :func:`horae.projections.schema.swap` makes the shadow live.
 """
 
@@ -27,6 +29,7 @@ from horae.kafka.reader import end_offset
 from horae.projections import schema as pschema
 from horae.projections.metrics import ProjectionMetrics
 from horae.projections.projector import TP, Projector, ProjectorConfig
+from horae.projections.roles import Roles
 from horae.projections.rows import Batch
 from horae.projections.store import ApplyResult
 
@@ -93,11 +96,13 @@ def rebuild(
     config: ProjectorConfig,
     on_progress: Callable[[Progress], None] = lambda p: None,
     stop_event: threading.Event | None = None,
+    roles: Roles | None = None,
 ) -> Progress:
-    """Replay every projected topic from the beginning into ``config.schema`` (dropped first)."""
+    """Replay every projected topic from the beginning into ``config.schema`` (dropped first;
+    ``config.database_url`` is the owner's)."""
     with psycopg.connect(config.database_url, autocommit=True) as conn:
         pschema.drop(conn, config.schema)
-        pschema.migrate(conn, config.schema)
+        pschema.migrate(conn, config.schema, roles)
     ends = end_offsets(config.bootstrap, list(config.topics))
     progress = Progress(total=sum(ends.values()))
     last = [0.0]

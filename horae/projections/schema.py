@@ -6,8 +6,13 @@ so the rows and the offsets they reflect always move together (and move together
 
 Contracts:
 - :func:`migrate` is idempotent and safe to run concurrently (an advisory lock per schema): it
-  creates the schema if missing and applies, each in its own transaction, the migrations in
-  ``sql/migrations`` that ``schema_migrations`` does not list yet.
+  creates the schema if missing and applies, in one transaction, the migrations in
+  ``sql/migrations`` that ``schema_migrations`` does not list yet; handed
+  :class:`~horae.projections.roles.Roles`, it also creates the projector and reader roles and
+  grants them their privileges on the schema (:mod:`horae.projections.roles`). It runs as the
+  owner: the projector and reader roles may not create anything.
+- :func:`pending` lists the migrations a schema still needs (all of them when it is missing);
+  any role with USAGE on the schema may ask.
 - :func:`swap` renames in one transaction: live → ``<live>_old``, shadow → live. A running
   projector notices the new generation and reseeks from the offsets stored in it.
 """
@@ -20,6 +25,7 @@ from typing import Any
 import psycopg
 from psycopg import sql as pgsql
 
+from horae.projections import roles as proles
 from horae.projections.sqlfiles import migration_names, sql
 
 
@@ -37,10 +43,30 @@ def schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
     return row is not None
 
 
-def migrate(conn: psycopg.Connection[Any], schema: str) -> list[str]:
-    """Bring ``schema`` to the latest migration; returns the names applied now."""
+def pending(conn: psycopg.Connection[Any], schema: str) -> list[str]:
+    """The migrations ``schema`` does not have yet, in order (all when it does not exist)."""
+    table = pgsql.Identifier(schema, "schema_migrations").as_string(conn)
+    row = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+    if row is None or row[0] is None:
+        return migration_names()
+    done = {
+        str(r[0])
+        for r in conn.execute(
+            pgsql.SQL("SELECT name FROM {}.schema_migrations").format(ident(schema))
+        )
+    }
+    return [name for name in migration_names() if name not in done]
+
+
+def migrate(
+    conn: psycopg.Connection[Any], schema: str, roles: proles.Roles | None = None
+) -> list[str]:
+    """Bring ``schema`` to the latest migration and, given ``roles``, create them and grant
+    their privileges on it; returns the names applied now."""
     applied_now: list[str] = []
     with conn.transaction():
+        if roles is not None:
+            proles.ensure_roles(conn, roles)
         conn.execute(
             "SELECT pg_advisory_xact_lock(hashtext('horae.projections.' || %s))", (schema,)
         )
@@ -68,6 +94,8 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> list[str]:
                     "INSERT INTO projection_meta (generation) VALUES (%s)", (uuid.uuid4(),)
                 )
             applied_now.append(name)
+        if roles is not None:
+            proles.grant(conn, schema, roles)
     return applied_now
 
 

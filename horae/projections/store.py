@@ -4,6 +4,7 @@
 (:meth:`ProjectionStore.apply`), inside a single transaction:
 
 1. check the schema's generation (a swap since connecting raises :class:`GenerationChanged`);
+   a plain read: the projector role may not lock ``projection_meta``;
 2. lock the stored offsets of the batch's partitions (``SELECT ... FOR UPDATE``) and drop any
    record below them (already applied by someone: a replay is a no-op even without the merge
    rules);
@@ -14,6 +15,10 @@
 
 Any exception leaves nothing behind (the transaction rolls back); the caller reconnects and seeks
 back to the stored offsets. Not thread-safe: one store per projector thread.
+
+The store needs only the projector role's privileges (:mod:`horae.projections.roles`) on a
+migrated schema. On connecting it migrates a schema that still needs migrations, which only the
+owner may do: as any other role it raises :class:`SchemaNotMigrated` instead.
 """
 
 from __future__ import annotations
@@ -43,6 +48,10 @@ MERGES: dict[Stage, tuple[str, ...]] = {
 
 class GenerationChanged(RuntimeError):
     """The schema was swapped under the store: reconnect and reseek from its stored offsets."""
+
+
+class SchemaNotMigrated(RuntimeError):
+    """The schema needs migrations this role may not apply: run ``horae migrate`` as the owner."""
 
 
 @dataclass
@@ -112,7 +121,8 @@ class ProjectionStore:
         return self._conn
 
     def connect(self) -> None:
-        """(Re)connect, migrate the schema if needed, create the staging tables."""
+        """(Re)connect, migrate the schema if needed (see the module docstring), create the
+        staging tables."""
         self.close()
         conn = psycopg.connect(
             self.database_url,
@@ -122,7 +132,15 @@ class ProjectionStore:
         )
         try:
             conn.autocommit = True
-            pschema.migrate(conn, self.schema)
+            todo = pschema.pending(conn, self.schema)
+            if todo:
+                try:
+                    pschema.migrate(conn, self.schema)
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise SchemaNotMigrated(
+                        f"schema {self.schema} needs {', '.join(todo)} and this role may not "
+                        f"migrate it ({exc}): run `horae migrate` as the owner (HORAE_DATABASE_URL)"
+                    ) from exc
             pschema.set_search_path(conn, self.schema)
             # Rows and offsets commit together, so losing the last commits in a database crash
             # only rewinds the projection consistently (it re-reads from the older offsets):
@@ -161,7 +179,7 @@ class ProjectionStore:
             return result
         conn = self.conn
         with conn.transaction(), conn.cursor() as cur:
-            row = cur.execute("SELECT generation FROM projection_meta FOR SHARE").fetchone()
+            row = cur.execute("SELECT generation FROM projection_meta").fetchone()
             if row is None or uuid.UUID(str(row[0])) != self.generation:
                 raise GenerationChanged(f"schema {self.schema} has a new generation")
             tps = list(batch.next_offsets)

@@ -20,8 +20,10 @@ import psycopg
 import pytest
 
 from horae.contracts.topics import Topic, topic_name
+from horae.projections import schema as pschema
 from horae.projections.projector import ProjectorConfig
 from horae.projections.rebuild import end_offsets, rebuild, verify
+from horae.projections.roles import Roles
 from horae.projections.rows import PROJECTED
 from horae.projections.synthetic import HistoryProducer, history
 from tests.integration.projections.projection_support import (
@@ -44,6 +46,8 @@ def env(
     its schemas dropped here."""
     prefix, schema = topic_prefix, f"chaos_{unique}"
     create_topics(kafka_bootstrap, prefix)
+    with psycopg.connect(database_url, autocommit=True) as conn:  # as `horae migrate` does
+        pschema.migrate(conn, schema, Roles())  # the projector role may not create it
     yield {
         **os.environ,
         "HORAE_KAFKA_BOOTSTRAP": kafka_bootstrap,
