@@ -9,11 +9,12 @@ attempts, outcomes, schedule events, audit) and can be dropped and rebuilt from 
 - :mod:`.projector` — the Kafka consumer loop (``horae projector``);
 - :mod:`.rebuild` — replay into a shadow schema, verify row by row, swap;
 - :mod:`.queries` — the history queries the API uses;
+- :mod:`.roles` — the owner, projector and reader roles and their privileges;
 - :mod:`.metrics` — Prometheus metrics; :mod:`.synthetic` — records for tests and benchmarks.
 
 Operations::
 
-    horae migrate                      # create/migrate the live schema (the projector does too)
+    horae migrate                      # as the owner: the live schema, the roles, their grants
     horae projector [--metrics-port N] # project; SIGTERM stops after the batch in flight
     horae projections rebuild          # replay everything into <schema>_shadow (progress bar)
     horae projections verify [--swap]  # compare row by row (exit 1 on divergence); swap it in
