@@ -19,13 +19,32 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from horae.contracts.events import Role
+from horae.contracts.grants import DEFAULT_ROLES, Grants, TenantGrant
 from horae.paths import default_cache_dir, default_state_dir
 
 #: The shape of the tenants' definition keys once read: tenant -> key id -> key bytes.
 TenantKeyBytes = dict[str, dict[str, bytes]]
+
+
+class IngressKey(BaseModel):
+    """One tenant ingress key: its secret and the roles it grants (never ``platform``)."""
+
+    secret: SecretStr
+    roles: list[Role] = Field(default_factory=lambda: sorted(DEFAULT_ROLES))
+
+
+class TenantGrantSettings(BaseModel):
+    """The ceilings the platform grants a tenant (see :class:`horae.contracts.grants.TenantGrant`;
+    a field left out keeps the platform default)."""
+
+    horizon_max_s: int | None = None
+    backfill_max_fires: int | None = None
+    dispatch_per_s: float | None = None
+    catchup_share: float | None = None
 
 
 class PlannerSettings(BaseSettings):
@@ -92,10 +111,10 @@ class DispatcherSettings(BaseSettings):
         description="allowlist of non-public targets, JSON list of CIDRs and/or host:port "
         '(e.g. ["127.0.0.1/32"]) for local demos and tests; empty in production',
     )
-    webhook_secrets: dict[str, SecretStr] = Field(
+    webhook_secrets: dict[str, dict[str, SecretStr]] = Field(
         default_factory=dict,
-        description='webhook signing secrets by ref, JSON {ref: "whsec_..."}; Target.secret_refs '
-        "name them (current first)",
+        description='webhook signing secrets per tenant, JSON {tenant: {ref: "whsec_..."}}; a '
+        "trigger's Target.secret_refs name refs of its own tenant (current first)",
     )
     callback_secret: SecretStr | None = Field(
         default=None,
@@ -220,10 +239,18 @@ class Settings(BaseSettings):
     )
 
     # --- keys -----------------------------------------------------------------------------
-    tenant_keys: dict[str, dict[str, SecretStr]] = Field(
+    tenant_keys: dict[str, dict[str, SecretStr | IngressKey]] = Field(
         default_factory=dict,
-        description="ingress keys per tenant as JSON {tenant: {key_id: secret}}: definitions and "
-        "commands produced to Kafka must be signed with one of their tenant's keys",
+        description='ingress keys per tenant as JSON {tenant: {key_id: {"secret": s, '
+        '"roles": ["author", "policy", "read"]}}} (a plain secret string grants ["author"]): '
+        "definitions and commands produced to Kafka must be signed with one of their tenant's "
+        "keys, which must grant the role the act needs; key ids are unique across tenants",
+    )
+    tenant_grants: dict[str, TenantGrantSettings] = Field(
+        default_factory=dict,
+        description='ceilings granted per tenant, JSON {tenant: {"horizon_max_s": s, '
+        '"backfill_max_fires": n, "dispatch_per_s": r, "catchup_share": x}}; unset fields and '
+        "tenants: the schema defaults (a definition may only ask for less)",
     )
     platform_key_id: str = Field(
         default="horae-platform", description="key id of the platform's definition-signing key"
@@ -264,6 +291,21 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _platform_key_in_every_tenant(self) -> Settings:
+        owners: dict[str, str] = {}
+        for tenant, keys in self.tenant_keys.items():
+            for key_id, key in keys.items():
+                if key_id == self.platform_key_id:
+                    if self.platform_key is None or key != self.platform_key:
+                        raise ValueError(f"tenant {tenant!r}: key id {key_id!r} is the platform's")
+                    continue
+                if isinstance(key, IngressKey) and Role.PLATFORM in key.roles:
+                    raise ValueError(
+                        f"tenant key {key_id!r}: only the platform key grants platform"
+                    )
+                if owners.setdefault(key_id, tenant) != tenant:
+                    raise ValueError(
+                        f"key id {key_id!r} is used by {owners[key_id]!r} and {tenant!r}"
+                    )
         if self.platform_key is not None:
             for keys in self.tenant_keys.values():
                 keys.setdefault(self.platform_key_id, self.platform_key)
@@ -272,9 +314,42 @@ class Settings(BaseSettings):
     def tenant_key_bytes(self) -> TenantKeyBytes:
         """The tenants' definition keys as bytes (the platform key included, see above)."""
         return {
-            tenant: {key_id: key.get_secret_value().encode() for key_id, key in keys.items()}
+            tenant: {
+                key_id: (key.secret if isinstance(key, IngressKey) else key)
+                .get_secret_value()
+                .encode()
+                for key_id, key in keys.items()
+            }
             for tenant, keys in self.tenant_keys.items()
         }
+
+    def grants(self) -> Grants:
+        """What the planner authorizes with: each key's roles, each tenant's ceilings (the
+        platform defaults for fields left out) and the webhook secret refs each tenant owns."""
+        default = TenantGrant()
+        return Grants(
+            roles={
+                tenant: {
+                    key_id: frozenset(key.roles) if isinstance(key, IngressKey) else DEFAULT_ROLES
+                    for key_id, key in keys.items()
+                    if key_id != self.platform_key_id
+                }
+                for tenant, keys in self.tenant_keys.items()
+            },
+            tenants={
+                tenant: TenantGrant(
+                    **{
+                        name: getattr(default, name) if value is None else value
+                        for name, value in grant.model_dump().items()
+                    }
+                )
+                for tenant, grant in self.tenant_grants.items()
+            },
+            secret_refs={
+                tenant: frozenset(refs) for tenant, refs in self.dispatcher.webhook_secrets.items()
+            },
+            platform_key_id=self.platform_key_id,
+        )
 
 
 #: The sections of :class:`Settings`, by attribute name.

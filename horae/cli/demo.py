@@ -30,7 +30,7 @@ from horae.cli.demo_receiver import DemoReceiver
 from horae.cli.projections import migrate_live
 from horae.client import HoraeClient
 from horae.contracts import events as ev
-from horae.settings import Settings
+from horae.settings import IngressKey, Settings
 
 TENANT = "demo"
 KEY_ID = "demo-1"
@@ -57,7 +57,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         HORAE_TENANT_KEYS=json.dumps({**_plain(settings.tenant_keys), TENANT: {KEY_ID: secret}}),
         HORAE_MIN_INTERVAL_S="1",
         HORAE_DISPATCHER_ALLOW=json.dumps(["127.0.0.1/32"]),
-        HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps({"demo": whsec}),
+        HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps({TENANT: {"demo": whsec}}),
         HORAE_DISPATCHER_CALLBACK_SECRET=secrets.token_hex(16),
         HORAE_LOG_LEVEL=settings.demo.log_level,
     )
@@ -145,8 +145,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if fired else 1
 
 
-def _plain(keys: dict[str, dict[str, SecretStr]]) -> dict[str, dict[str, str]]:
-    return {t: {k: v.get_secret_value() for k, v in ks.items()} for t, ks in keys.items()}
+def _plain(keys: dict[str, dict[str, SecretStr | IngressKey]]) -> dict[str, dict[str, object]]:
+    return {t: {k: _plain_key(v) for k, v in ks.items()} for t, ks in keys.items()}
+
+
+def _plain_key(key: SecretStr | IngressKey) -> object:
+    if isinstance(key, SecretStr):
+        return key.get_secret_value()
+    return {"secret": key.secret.get_secret_value(), "roles": [r.value for r in key.roles]}
 
 
 def ev_now() -> datetime:

@@ -9,7 +9,9 @@ factory, :func:`horae.contracts.quarantine.quarantine`), which the caller append
 quarantine topic and otherwise ignores (it changes nothing).
 
 Quarantine causes: ``tombstone``, ``framing``, ``schema-id``, ``avro``, ``type``, ``json``,
-``schema``, ``invalid``, ``key``, ``unsigned``, ``unknown-tenant``, ``cross-tenant``, ``signature``.
+``schema``, ``invalid``, ``key``, ``unsigned``, ``unknown-tenant``, ``cross-tenant``, ``signature``
+(the planner adds ``forbidden``: :mod:`horae.contracts.grants`). Tenant target headers may not set
+the transport's or Horae's own headers (:func:`forbidden_header`, cause ``invalid``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.codec import Codec, DecodeError, default_codec, to_event
 from horae.contracts.domain_map import check_zone, recurrence_to_domain, trigger_spec
+from horae.contracts.grants import Grants
 from horae.contracts.jsonform import coerce
 from horae.contracts.quarantine import quarantine
 from horae.domain.errors import ValidationError
@@ -35,6 +38,21 @@ from horae.ports import Record
 #: tenant -> key id -> secret. A key id must be unique across tenants (e.g. prefixed by tenant).
 TenantKeys = Mapping[str, Mapping[str, bytes]]
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+#: Headers a tenant's target may not set (compared lower-case): transport framing, which the
+#: SSRF pinning and the sender own, and every signature, idempotency or Horae header the
+#: dispatcher sets (``Content-Type`` may be set; the definition's ``content_type`` wins).
+FORBIDDEN_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer"}
+    | {"upgrade", "proxy-authorization", "proxy-connection", "idempotency-key", "x-signature"}
+)
+FORBIDDEN_HEADER_PREFIXES = ("webhook-", "horae-", "x-horae-")
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
+
+
+def forbidden_header(name: str) -> bool:
+    """Whether a tenant header named ``name`` is refused at ingress and dropped at dispatch."""
+    lower = name.lower()
+    return lower in FORBIDDEN_HEADERS or lower.startswith(FORBIDDEN_HEADER_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -89,6 +107,11 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
         raise ValidationError("target.url", t.url, "a webhook needs an http(s) URL")
     if t.kind is ev.TargetKind.EVENT and not t.topic:
         raise ValidationError("target.topic", t.topic, "an event target needs a topic")
+    for name, value in t.headers.items():
+        if not HEADER_NAME.match(name) or any(c in value for c in "\r\n\0"):
+            raise ValidationError("target.headers", name, "not a valid HTTP header name or value")
+        if forbidden_header(name):
+            raise ValidationError("target.headers", name, "a header Horae or the transport sets")
     p = d.policies
     for field, number in (
         ("policies.max_catchup", p.max_catchup),
@@ -125,8 +148,11 @@ def ingest_definition(
     *,
     now: datetime | None = None,
     codec: Codec | None = None,
+    grants: Grants | None = None,
 ) -> ev.TriggerDefinition | ev.Quarantined:
-    """The accepted definition, or the quarantine record saying why it was refused."""
+    """The accepted definition, or the quarantine record saying why it was refused. With
+    ``grants``, a webhook target must name secret refs of its own tenant (else ``invalid``);
+    roles and ceilings are the planner's to check (they depend on the version held)."""
     at = now or datetime.now(UTC)
 
     def refuse(cause: str, detail: str, d: ev.TriggerDefinition | None) -> ev.Quarantined:
@@ -149,4 +175,7 @@ def ingest_definition(
     refused = verify_definition(d, tenant_keys)
     if refused is not None:
         return refuse(*refused, d)
+    problem = None if grants is None else grants.check_secret_refs(d)
+    if problem is not None:
+        return refuse("invalid", problem, d)
     return d

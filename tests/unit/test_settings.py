@@ -67,7 +67,9 @@ def test_the_old_dispatch_names_are_not_read(monkeypatch: pytest.MonkeyPatch) ->
 def test_secrets_are_hidden_in_repr_and_str(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HORAE_TENANT_KEYS", '{"acme": {"acme-1": "tenant-secret"}}')
     monkeypatch.setenv("HORAE_PLATFORM_KEY", "platform-secret")
-    monkeypatch.setenv("HORAE_DISPATCHER_WEBHOOK_SECRETS", '{"main": "whsec_webhooksecret"}')
+    monkeypatch.setenv(
+        "HORAE_DISPATCHER_WEBHOOK_SECRETS", '{"acme": {"main": "whsec_webhooksecret"}}'
+    )
     monkeypatch.setenv("HORAE_DISPATCHER_CALLBACK_SECRET", "callback-secret")
     monkeypatch.setenv("HORAE_DATABASE_URL", "postgresql://horae:db-password@db/horae")
     s = Settings()
@@ -76,7 +78,7 @@ def test_secrets_are_hidden_in_repr_and_str(monkeypatch: pytest.MonkeyPatch) -> 
             assert secret not in text
         assert "db-password" not in text
     assert s.database_url == "postgresql://horae:db-password@db/horae"
-    assert s.dispatcher.webhook_secrets["main"].get_secret_value() == "whsec_webhooksecret"
+    assert s.dispatcher.webhook_secrets["acme"]["main"].get_secret_value() == "whsec_webhooksecret"
     # the platform key joins every tenant's map, so planners accept what the breaker signs
     assert s.tenant_key_bytes() == {
         "acme": {"acme-1": b"tenant-secret", "horae-platform": b"platform-secret"}

@@ -26,10 +26,11 @@ class TenantLimits:
 class DispatcherConfig:
     """Everything a :class:`~horae.streams.dispatcher.worker.Dispatcher` needs.
 
-    ``webhook_secrets``: ref -> ``whsec_`` secret (``Target.secret_refs`` name them, current
-    first); ``platform_key``: signs the paused versions the breaker writes (None: the breaker
-    only emits ``schedule.failed``); ``tenant_keys``: the tenants' definition keys, with which the
-    breaker finds a trigger's highest validly signed version on the ingress topic."""
+    ``webhook_secrets``: tenant -> ref -> ``whsec_`` secret (a trigger's ``Target.secret_refs``
+    name refs of its own tenant, current first); ``platform_key``: signs the paused versions the
+    breaker writes (None: the breaker only emits ``schedule.failed``); ``tenant_keys``: the
+    tenants' definition keys, with which the breaker finds a trigger's highest validly signed
+    version on the ingress topic."""
 
     bootstrap: str
     prefix: str
@@ -41,7 +42,7 @@ class DispatcherConfig:
     tenant_limits: Mapping[str, TenantLimits] = field(default_factory=dict)
     catchup_share: float = 0.1
     breaker_threshold: int = 5
-    webhook_secrets: Mapping[str, str] = field(default_factory=dict)
+    webhook_secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     callback_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
     callback_ttl_s: int = 3600
     platform_key_id: str = "horae-platform"
@@ -54,10 +55,12 @@ class DispatcherConfig:
     def limits(self, tenant: str) -> TenantLimits:
         return self.tenant_limits.get(tenant, self.default_limits)
 
-    def signing_keys(self, refs: tuple[str, ...]) -> SigningKeys | None:
-        """The keys of a target's ``secret_refs`` (current first; a second ref signs too, for
-        rotation); None when no ref resolves (the attempt then fails: nothing unsigned leaves)."""
-        known = [self.webhook_secrets[r] for r in refs if r in self.webhook_secrets]
+    def signing_keys(self, tenant: str, refs: tuple[str, ...]) -> SigningKeys | None:
+        """The keys of a target's ``secret_refs``, looked up under its own ``tenant`` only
+        (current first; a second ref signs too, for rotation); None when no ref resolves (the
+        attempt then fails: nothing unsigned leaves)."""
+        mine = self.webhook_secrets.get(tenant, {})
+        known = [mine[r] for r in refs if r in mine]
         if not known:
             return None
         return SigningKeys.from_secrets(known[0], known[1] if len(known) > 1 else None)
@@ -99,7 +102,10 @@ class DispatcherConfig:
             tenant_limits=per_tenant,
             catchup_share=mine.catchup_share,
             breaker_threshold=mine.breaker_threshold,
-            webhook_secrets={r: v.get_secret_value() for r, v in mine.webhook_secrets.items()},
+            webhook_secrets={
+                t: {r: v.get_secret_value() for r, v in refs.items()}
+                for t, refs in mine.webhook_secrets.items()
+            },
             callback_secret=callback,
             callback_ttl_s=mine.callback_ttl_s,
             platform_key_id=settings.platform_key_id,

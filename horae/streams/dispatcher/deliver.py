@@ -7,6 +7,7 @@ it did as a :class:`~.conclude.Sent`; the verdict and the records are the pure c
 from __future__ import annotations
 
 from horae.contracts import events as ev
+from horae.contracts.ingress import forbidden_header
 from horae.outbound import attempt_headers, issue_token
 from horae.ports import SYSTEM_CLOCK, Clock, HttpSender
 from horae.streams.dispatcher.conclude import Sent
@@ -23,11 +24,12 @@ async def attempt_once(
 ) -> Sent:
     """Sign and send attempt ``order.attempt``: the fire key is the ``Idempotency-Key`` and
     ``webhook-id`` of every attempt, and a callback token scoped to this attempt travels along.
-    Tenant headers never override Horae's."""
+    The signing secrets are the fire's own tenant's; tenant headers that ingress refuses
+    (:func:`~horae.contracts.ingress.forbidden_header`) are dropped here too."""
     fire = order.fire
     now = clock.now()
     started_ms = int(now * 1000)
-    keys = config.signing_keys(order.target.secret_refs)
+    keys = config.signing_keys(fire.tenant, order.target.secret_refs)
     if keys is None or not order.target.url:
         error = NO_SECRET if keys is None else "the webhook target has no URL"
         return Sent(None, started_ms, started_ms, error)
@@ -40,7 +42,7 @@ async def attempt_once(
         ttl_s=config.callback_ttl_s,
         secret=config.callback_secret,
     )
-    headers = dict(order.target.headers)
+    headers = {k: v for k, v in order.target.headers.items() if not forbidden_header(k)}
     headers.update(
         attempt_headers(
             body=order.payload,

@@ -215,7 +215,7 @@ class DispatchEnv:
             slot=slot,
             allow=("127.0.0.1/32",),
             default_limits=TenantLimits(rate=10_000, inflight=128),
-            webhook_secrets={SECRET_REF: SECRET},
+            webhook_secrets={TENANT: {SECRET_REF: SECRET}},
             callback_secret=CALLBACK_SECRET,
             platform_key=PLATFORM_KEY,
             tenant_keys=TENANT_KEYS,

@@ -11,6 +11,7 @@ import pytest
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.codec import DecodeError, encode
+from horae.contracts.grants import Grants
 from horae.contracts.ingress import Source, decode_definition, ingest_definition
 from tests.unit.contracts.samples import definition, fire
 
@@ -167,3 +168,52 @@ def test_domain_policy_limits_are_enforced_at_ingress() -> None:
     doc["policies"]["retry"]["max_attempts"] = 0
     q = ingest(json.dumps(doc).encode())
     assert q.cause == "invalid"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        *("Host", "content-length", "Transfer-Encoding", "Idempotency-Key", "X-Signature"),
+        *("webhook-signature", "Webhook-Id", "Horae-Callback-Token", "x-horae-anything"),
+    ],
+)
+def test_a_header_the_transport_or_horae_sets_is_refused_by_name(header: str) -> None:
+    d = definition()
+    d = replace(d, target=replace(d.target, headers={"x-team": "billing", header: "x"}))
+    result = ingest(encode(signed(d)))
+    assert isinstance(result, ev.Quarantined) and result.cause == "invalid"
+    assert header in result.detail and "target.headers" in result.detail
+
+
+def test_a_header_value_with_a_line_break_is_refused() -> None:
+    d = definition()
+    d = replace(d, target=replace(d.target, headers={"x-team": "a\r\nHost: evil"}))
+    result = ingest(encode(signed(d)))
+    assert isinstance(result, ev.Quarantined) and result.cause == "invalid"
+
+
+def test_secret_refs_are_checked_against_the_tenants_own_refs() -> None:
+    """The sample target names whsec-2 and whsec-1 (rotation): both must be acme's."""
+    value = encode(signed())
+
+    def with_refs(refs: dict[str, frozenset[str]]) -> Any:
+        grants = Grants(secret_refs=refs)
+        return ingest_definition(value, b"acme/nightly", SRC, KEYS, now=NOW, grants=grants)
+
+    assert isinstance(with_refs({"acme": frozenset({"whsec-1", "whsec-2"})}), ev.TriggerDefinition)
+    other = with_refs({"acme": frozenset({"whsec-2"}), "evil": frozenset({"whsec-1"})})
+    assert isinstance(other, ev.Quarantined) and other.cause == "invalid"
+    assert "'whsec-1' is not a webhook secret of tenant 'acme'" in other.detail
+    none = with_refs({})
+    assert isinstance(none, ev.Quarantined) and "whsec-2" in none.detail
+
+
+def test_a_webhook_without_secret_refs_is_refused_when_refs_are_known() -> None:
+    d = definition()
+    d = replace(d, target=replace(d.target, secret_refs=()))
+    grants = Grants(secret_refs={"acme": frozenset({"whsec-1"})})
+    result = ingest_definition(
+        encode(signed(d)), b"acme/nightly", SRC, KEYS, now=NOW, grants=grants
+    )
+    assert isinstance(result, ev.Quarantined) and result.cause == "invalid"
+    assert "needs a signing secret ref" in result.detail

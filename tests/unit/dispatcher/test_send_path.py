@@ -33,7 +33,9 @@ CONFIG = DispatcherConfig(
     bootstrap="unused:9092",
     prefix=PREFIX,
     slot="a",
-    webhook_secrets={"main": "whsec_" + base64.b64encode(b"unit-webhook-secret-0123").decode()},
+    webhook_secrets={
+        "acme": {"main": "whsec_" + base64.b64encode(b"unit-webhook-secret-0123").decode()}
+    },
     callback_secret=b"unit-callback-secret",
 )
 T0 = 1_800_000_000.0
