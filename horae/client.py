@@ -9,6 +9,8 @@
 
 Definitions are signed with the tenant's ingress key (see ``docs/contracts.md``) and produced to
 ``<prefix>definitions`` keyed by ``<tenant>/<trigger_id>``, as wire Avro (default) or plain JSON.
+Schedule events are read from the tenant's own topic ``<prefix>events.<token>`` (or a sub-topic
+an event target names): the client never sees another tenant's records, so it filters nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ from horae.contracts import signing
 from horae.contracts._reflect import to_avro
 from horae.contracts.codec import Codec, DecodeError, default_codec
 from horae.contracts.jsonform import plain
-from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.contracts.topics import (
+    PRODUCER_DEFAULTS,
+    Topic,
+    event_topic_problem,
+    events_topic,
+    topic_name,
+)
 
 __all__ = ["HoraeClient", "cron_trigger", "definition_json"]
 
@@ -86,6 +94,11 @@ class HoraeClient:
         self.codec = codec or default_codec()
         self._producer: Producer | None = None
 
+    @property
+    def events_topic(self) -> str:
+        """This tenant's events topic, as an event target names it (without the prefix)."""
+        return events_topic(self.tenant)
+
     def sign(self, d: ev.TriggerDefinition) -> ev.TriggerDefinition:
         if d.tenant != self.tenant:
             raise ValueError(f"this client is tenant {self.tenant!r}, not {d.tenant!r}")
@@ -112,9 +125,16 @@ class HoraeClient:
         from_beginning: bool = True,
         timeout_s: float = 30.0,
         max_events: int | None = None,
+        topic: str | None = None,
     ) -> Iterator[ev.ScheduleEvent]:
-        """This tenant's schedule events until ``timeout_s`` passes with none (or ``max_events``).
-        Records that do not decode are skipped (never raise); offsets are committed as read."""
+        """This tenant's schedule events until ``timeout_s`` passes with none (or ``max_events``),
+        read from its events topic or ``topic`` (a sub-topic of its namespace, as its event
+        target names it; any other raises ``ValueError``). Records that do not decode are
+        skipped (never raise); offsets are committed as read."""
+        topic = topic or self.events_topic
+        problem = event_topic_problem(self.tenant, topic)
+        if problem is not None:
+            raise ValueError(problem)
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
@@ -124,7 +144,7 @@ class HoraeClient:
                 "isolation.level": "read_committed",
             }
         )
-        consumer.subscribe([topic_name(Topic.SCHEDULE_EVENTS, self.prefix)])
+        consumer.subscribe([self.prefix + topic])
         seen = 0
         deadline = time.monotonic() + timeout_s
         try:
@@ -135,8 +155,6 @@ class HoraeClient:
                 try:
                     event = self.codec.decode(msg.value() or b"", ev.ScheduleEvent)
                 except DecodeError:
-                    continue
-                if event.tenant != self.tenant:
                     continue
                 seen += 1
                 deadline = time.monotonic() + timeout_s

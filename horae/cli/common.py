@@ -124,10 +124,12 @@ def serve_metrics(port: int, registry: CollectorRegistry) -> None:
         start_http_server(port, addr="127.0.0.1", registry=registry)
 
 
-def ensure_topics(settings: Settings, bootstrap: str) -> None:
-    """Create or update the topic catalogue under the configured prefix (idempotent)."""
+def ensure_topics(settings: Settings, bootstrap: str, tenants: tuple[str, ...] = ()) -> None:
+    """Create or update the topic catalogue under the configured prefix (idempotent), with the
+    events topic of every tenant of the settings and of ``tenants``."""
     from horae.contracts.admin import Plan, admin_client, apply, auto_replication_factor
 
     admin = admin_client(bootstrap)
     rf = settings.topic_replication_factor or auto_replication_factor(admin)
-    apply(admin, Plan(settings.topic_prefix, settings.topic_partitions, rf))
+    every = (*settings.tenant_keys, *tenants)
+    apply(admin, Plan(settings.topic_prefix, settings.topic_partitions, rf, every))

@@ -1,4 +1,5 @@
-"""``horae topics apply | describe``: the topic catalogue on a Kafka cluster."""
+"""``horae topics apply | describe``: the topic catalogue on a Kafka cluster, with the events
+topic of every tenant of ``HORAE_TENANT_KEYS``."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _plan(settings: Settings) -> tuple[Plan, AdminClient]:
     admin = admin_client(LocalStack.from_settings(settings).endpoints.kafka_bootstrap)
     rf = settings.topic_replication_factor or auto_replication_factor(admin)
-    return Plan(settings.topic_prefix, settings.topic_partitions, rf), admin
+    tenants = tuple(settings.tenant_keys)  # each tenant's events topic
+    return Plan(settings.topic_prefix, settings.topic_partitions, rf, tenants), admin
 
 
 def _apply(settings: Settings, args: argparse.Namespace) -> int:

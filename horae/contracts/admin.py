@@ -4,12 +4,17 @@
 changes the partition count of an existing topic (that would move keys between partitions and
 break co-partitioning of the ledger and planner state) and never changes replication: both are
 reported as drift for a human to handle. A second ``apply`` changes nothing.
+
+Per-tenant topics (the events topics) are planned for every tenant the plan names (the tenants
+of ``Settings.tenant_keys``); :class:`TenantTopics` creates a tenant's topics on demand (the
+planner, on a tenant's first accepted definition).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported names
@@ -22,7 +27,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     TopicMetadata,
 )
 
-from horae.contracts.topics import CATALOGUE, TopicSpec, desired_config
+from horae.contracts import topics as tp
+from horae.contracts.topics import CATALOGUE, TopicSpec, desired_config, tenant_token
 
 TIMEOUT_S = 30.0
 
@@ -35,12 +41,20 @@ class Plan:
     prefix: str
     partitions: int
     replication_factor: int = 1
+    #: the tenants whose per-tenant topics the plan holds
+    tenants: tuple[str, ...] = field(default=())
 
     def partitions_of(self, spec: TopicSpec) -> int:
         return self.partitions if spec.partitions is None else spec.partitions
 
     def topics(self) -> list[tuple[str, TopicSpec]]:
-        return [(spec.name(self.prefix), spec) for spec in CATALOGUE]
+        out = []
+        for s in CATALOGUE:
+            if not s.per_tenant:
+                out.append((s.name(self.prefix), s))
+            for tenant in sorted(self.tenants) if s.per_tenant else ():
+                out.append((f"{s.name(self.prefix)}.{tenant_token(tenant)}", s))
+        return out
 
 
 @dataclass(frozen=True)
@@ -172,3 +186,88 @@ def _usable(topic: TopicMetadata | None) -> bool:
         and bool(topic.partitions)
         and all(p.leader >= 0 and not p.error for p in topic.partitions.values())
     )
+
+
+class TenantTopics:
+    """Creates tenants' events topics on demand, outside any transaction (a transactional
+    produce to a missing topic would abort the whole batch), and remembers the ones that exist.
+
+    New topics copy the partition count and replication factor of ``template`` (the planner's
+    ``definitions`` topic, made by ``horae topics apply`` from the same settings) and take the
+    catalogue's config. A topic that could not be created is not retried for ``retry_after_s``:
+    its tenant's definitions are refused meanwhile without waiting on the broker again."""
+
+    def __init__(
+        self,
+        admin: AdminClient,
+        template: str,
+        *,
+        timeout_s: float = 10.0,
+        retry_after_s: float = 60.0,
+    ) -> None:
+        self.admin = admin
+        self.template = template
+        self.timeout_s = timeout_s
+        self.retry_after_s = retry_after_s
+        self.known: set[str] = set()
+        self._failed: dict[str, tuple[float, str]] = {}  # name -> (monotonic, why)
+        self._listed = False
+
+    def ensure(self, names: Sequence[str]) -> str | None:
+        """None once every topic of ``names`` exists with a leader per partition; else why not."""
+        missing = [n for n in names if n not in self.known]
+        if not missing:
+            return None
+        now = time.monotonic()
+        for name in missing:
+            failed = self._failed.get(name)
+            if failed is not None and now - failed[0] < self.retry_after_s:
+                return failed[1]
+        try:
+            problem = self._create(missing)
+        except KafkaException as exc:
+            problem = f"topics {', '.join(missing)} could not be created: {exc}"
+        if problem is not None:
+            for name in missing:
+                self._failed[name] = (now, problem)
+            return problem
+        self.known.update(missing)
+        for name in missing:
+            self._failed.pop(name, None)
+        return None
+
+    def _create(self, names: list[str]) -> str | None:
+        meta = self.admin.list_topics(timeout=self.timeout_s).topics
+        if not self._listed:  # the first call learns every topic that already exists
+            self.known.update(n for n, t in meta.items() if _usable(t))
+            self._listed = True
+            names = [n for n in names if n not in self.known]
+            if not names:
+                return None
+        template = meta.get(self.template)
+        if not _usable(template):
+            return f"template topic {self.template} is missing"
+        assert template is not None
+        partitions = len(template.partitions)
+        rf = min(len(p.replicas) for p in template.partitions.values())
+        config = desired_config(tp.spec(tp.Topic.SCHEDULE_EVENTS), rf)
+        absent = [n for n in names if n not in meta]
+        new = [NewTopic(n, num_partitions=partitions, replication_factor=rf, config=config)
+               for n in absent]  # fmt: skip
+        if new:
+            futures = self.admin.create_topics(new, request_timeout=self.timeout_s)
+            for name, future in futures.items():
+                try:
+                    future.result(timeout=self.timeout_s)
+                except KafkaException as exc:
+                    if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                        return f"topic {name} could not be created: {exc.args[0].str()}"
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            meta = self.admin.list_topics(timeout=self.timeout_s).topics
+            waiting = [n for n in names if not _usable(meta.get(n))]
+            if not waiting:
+                return None
+            if time.monotonic() >= deadline:
+                return f"topics {', '.join(waiting)} have no leader after {self.timeout_s:.0f} s"
+            time.sleep(0.1)

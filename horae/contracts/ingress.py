@@ -32,6 +32,7 @@ from horae.contracts.domain_map import check_zone, recurrence_to_domain, trigger
 from horae.contracts.grants import Grants
 from horae.contracts.jsonform import coerce
 from horae.contracts.quarantine import quarantine
+from horae.contracts.topics import event_topic_problem
 from horae.domain.errors import ValidationError
 from horae.ports import Record
 
@@ -107,6 +108,8 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
         raise ValidationError("target.url", t.url, "a webhook needs an http(s) URL")
     if t.kind is ev.TargetKind.EVENT and not t.topic:
         raise ValidationError("target.topic", t.topic, "an event target needs a topic")
+    if t.kind is ev.TargetKind.EVENT and (problem := event_topic_problem(d.tenant, t.topic or "")):
+        raise ValidationError("target.topic", t.topic, problem)
     for name, value in t.headers.items():
         if not HEADER_NAME.match(name) or any(c in value for c in "\r\n\0"):
             raise ValidationError("target.headers", name, "not a valid HTTP header name or value")

@@ -21,12 +21,20 @@ committed in the transaction that applied it. The planner rebuilds from it and t
 it, so a forged, stale or tombstoned record on the ingress (which compaction may keep in place of
 the accepted one) never reaches either.
 
+Public schedule events are per tenant: each tenant has its own topic ``<prefix>events.<token>``
+(:func:`events_topic`; ``token`` is the tenant id with ``.`` written ``D`` and ``_`` written ``U``,
+so no two tenants share a name and no tenant's name reaches into another's namespace), created by
+``horae topics apply`` for every tenant the settings know and by the planner on a tenant's first
+accepted definition. An event target may name its tenant's topic or a sub-topic
+``events.<token>.<suffix>``, written without the deployment prefix (:func:`event_topic_problem`).
+
 Record timestamps: never a future fire time (Kafka 4 rejects timestamps more than 1 h ahead); let
 the producer stamp "now" (do not pass ``timestamp=``). Instants travel inside the value.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -58,7 +66,9 @@ class Topic(StrEnum):
     LANE_RETRY = "lane.retry"
     ATTEMPTS = "attempts"
     OUTCOMES = "outcomes"
-    SCHEDULE_EVENTS = "schedule-events"
+    #: the family of per-tenant topics ``<prefix>events.<token>`` (:func:`events_topic`): no
+    #: topic of the bare name exists
+    SCHEDULE_EVENTS = "events"
     DLQ = "dlq"
     QUARANTINE = "quarantine"
     AUDIT = "audit"
@@ -73,6 +83,8 @@ class TopicSpec:
     #: topic shares (``Settings.topic_partitions``; co-partitioning relies on it)
     partitions: int | None
     config: dict[str, str] = field(default_factory=dict)
+    #: one topic per tenant (``<prefix><suffix>.<token>``) instead of one topic
+    per_tenant: bool = False
 
     def name(self, prefix: str) -> str:
         return topic_name(self.suffix, prefix)
@@ -99,9 +111,14 @@ def _delete(days: int) -> dict[str, str]:
 
 
 def _spec(
-    suffix: Topic, value: type[ev.Event], key: str, config: dict[str, str], parts: int | None = None
+    suffix: Topic,
+    value: type[ev.Event],
+    key: str,
+    config: dict[str, str],
+    parts: int | None = None,
+    per_tenant: bool = False,
 ) -> TopicSpec:
-    return TopicSpec(suffix, value, key, parts, config)
+    return TopicSpec(suffix, value, key, parts, config, per_tenant)
 
 
 CATALOGUE: tuple[TopicSpec, ...] = (
@@ -116,7 +133,7 @@ CATALOGUE: tuple[TopicSpec, ...] = (
     ),
     _spec(Topic.ATTEMPTS, ev.Attempt, "fire", _delete(30)),
     _spec(Topic.OUTCOMES, ev.WorkOutcome, "fire", _delete(30)),
-    _spec(Topic.SCHEDULE_EVENTS, ev.ScheduleEvent, "trigger", _delete(7)),
+    _spec(Topic.SCHEDULE_EVENTS, ev.ScheduleEvent, "trigger", _delete(7), per_tenant=True),
     _spec(Topic.DLQ, ev.DispatchOrder, "fire", _delete(30)),
     _spec(Topic.QUARANTINE, ev.Quarantined, "trigger", _delete(30)),
     _spec(Topic.AUDIT, ev.AuditEntry, "tenant", _delete(3650), parts=3),
@@ -132,6 +149,49 @@ def desired_config(spec: TopicSpec, replication_factor: int) -> dict[str, str]:
     """The full config ``horae topics apply`` sets: the spec's plus ``min.insync.replicas``
     (2, or the replication factor when smaller: a single-node dev broker gets 1)."""
     return {**spec.config, "min.insync.replicas": str(min(2, replication_factor))}
+
+
+# --- per-tenant events topics --------------------------------------------------------------
+
+_ESCAPES = str.maketrans({".": "D", "_": "U"})
+_SUFFIX = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def tenant_token(tenant: str) -> str:
+    """The tenant id as it appears in topic names: ``.`` → ``D``, ``_`` → ``U``. Tenant ids are
+    lower case (``[a-z0-9][a-z0-9._-]{0,62}``), so this is one-to-one, and the token holds
+    neither ``.`` (the namespace separator) nor ``_`` (Kafka refuses names that differ only by
+    ``.`` against ``_``)."""
+    return tenant.translate(_ESCAPES)
+
+
+def events_topic(tenant: str, prefix: str = "") -> str:
+    """The tenant's events topic ``<prefix>events.<token>`` (``prefix`` "": the relative name an
+    event target writes)."""
+    return f"{prefix}{Topic.SCHEDULE_EVENTS.value}.{tenant_token(tenant)}"
+
+
+def event_topic_problem(tenant: str, topic: str) -> str | None:
+    """Why ``topic`` (an event target's, relative to the prefix) is not in ``tenant``'s
+    namespace, or None when it is: ``events.<token>`` or ``events.<token>.<suffix>`` with
+    ``suffix`` 1-63 chars of ``a-z 0-9 -``."""
+    own = events_topic(tenant)
+    if topic == own:
+        return None
+    if not topic.startswith(own + "."):
+        return f"an event target's topic must be {own!r} or {own + '.<suffix>'!r} (tenant {tenant})"
+    if not _SUFFIX.match(topic[len(own) + 1 :]):
+        return f"the suffix after {own + '.'!r} must be 1-63 chars of a-z 0-9 -"
+    return None
+
+
+def events_pattern(prefix: str) -> str:
+    """The subscription pattern of every tenant's events topic (librdkafka: a ``^`` regex)."""
+    return "^" + re.escape(f"{prefix}{Topic.SCHEDULE_EVENTS.value}.") + ".+"
+
+
+def is_events_topic(name: str, prefix: str) -> bool:
+    return name.startswith(f"{prefix}{Topic.SCHEDULE_EVENTS.value}.")
 
 
 # --- partitioning ----------------------------------------------------------------------------

@@ -13,6 +13,10 @@ Modes:
 - replay (rebuild): assigns every partition itself and stops once it has reached the end offsets
   snapshotted at start (``stop_at``).
 
+Topics: the projected catalogue topics and, by pattern (every ``<prefix>events.*`` topic), every
+tenant's events topic; a tenant's topic created later joins within the metadata refresh (5 s)
+and is read from its beginning (no stored offset), in the same exactly-once batches.
+
 Batches: up to ``batch_records`` records or ``batch_ms`` milliseconds. Records that fail to
 decode are counted, kept in ``projection_errors`` and skipped. Database errors are retried with
 backoff until ``stop_event`` is set; nothing is lost meanwhile (the batch is dropped and re-read).
@@ -38,9 +42,10 @@ from typing import Any
 
 import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from horae.contracts.codec import Codec, default_codec
-from horae.contracts.topics import Topic, topic_name
+from horae.contracts.topics import Topic, events_pattern, is_events_topic, topic_name
 from horae.projections.metrics import ProjectionMetrics
 from horae.projections.rows import PROJECTED, Batch, RecordMapper, Stage
 from horae.projections.store import ApplyResult, GenerationChanged, ProjectionStore
@@ -48,6 +53,8 @@ from horae.projections.store import ApplyResult, GenerationChanged, ProjectionSt
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
+#: projected topics that exist once per tenant (subscribed by pattern)
+_PER_TENANT = (Topic.SCHEDULE_EVENTS,)
 
 
 @dataclass
@@ -64,7 +71,20 @@ class ProjectorConfig:
 
     @property
     def topics(self) -> dict[str, Topic]:
-        return {topic_name(t, self.topic_prefix): t for t in PROJECTED}
+        """The projected catalogue topics (full name → topic); the tenants' events topics are
+        matched by :func:`~horae.contracts.topics.events_pattern` instead."""
+        return {topic_name(t, self.topic_prefix): t for t in PROJECTED if t not in _PER_TENANT}
+
+    @property
+    def subscription(self) -> list[str]:
+        """The catalogue topics and the pattern of every tenant's events topic."""
+        return [*self.topics, events_pattern(self.topic_prefix)]
+
+    def existing_topics(self) -> list[str]:
+        """Every projected topic on the cluster now (the tenants' events topics included)."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        names = admin.list_topics(timeout=30).topics
+        return [n for n in names if n in self.topics or is_events_topic(n, self.topic_prefix)]
 
 
 @dataclass
@@ -95,8 +115,10 @@ class Projector:
         self.metrics = metrics or ProjectionMetrics()
         self.topics = config.topics
         self.mapper = RecordMapper(codec or default_codec(), self.topics)
-        self.stage_topics = {
-            stage: topic_name(t, config.topic_prefix) for t, (_, stage) in PROJECTED.items()
+        self.stage_topics = {  # schedule events come from many topics (rows merge by event id)
+            stage: topic_name(t, config.topic_prefix)
+            for t, (_, stage) in PROJECTED.items()
+            if t not in _PER_TENANT
         }
         self.store = ProjectionStore(
             config.database_url, config.schema, stage_topics=self.stage_topics
@@ -122,7 +144,7 @@ class Projector:
         try:
             if self.config.stop_at is None:
                 consumer.subscribe(
-                    list(self.topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
+                    self.config.subscription, on_assign=self._on_assign, on_revoke=self._on_revoke,
                     on_lost=self._on_revoke,
                 )  # fmt: skip
             else:
@@ -152,6 +174,7 @@ class Projector:
             "max.partition.fetch.bytes": 4_194_304,
             "queued.min.messages": 20_000,
             "fetch.wait.max.ms": 100,
+            "topic.metadata.refresh.interval.ms": 5000,  # a new tenant's topic joins within 5 s
             "log_level": 3,
         }
         conf.update(cfg.consumer_overrides)
@@ -166,7 +189,10 @@ class Projector:
 
         self._db(read)
         out = []
+        prefix = self.config.topic_prefix
         for tp in partitions:
+            if tp.topic not in self.mapper.topics and is_events_topic(tp.topic, prefix):
+                self.mapper.topics[tp.topic] = Topic.SCHEDULE_EVENTS  # a tenant's events topic
             offset = stored.get((tp.topic, tp.partition), OFFSET_BEGINNING)
             out.append(TopicPartition(tp.topic, tp.partition, offset))
             self.positions[(tp.topic, tp.partition)] = max(offset, 0)

@@ -103,7 +103,7 @@ def rebuild(
     with psycopg.connect(config.database_url, autocommit=True) as conn:
         pschema.drop(conn, config.schema)
         pschema.migrate(conn, config.schema, roles)
-    ends = end_offsets(config.bootstrap, list(config.topics))
+    ends = end_offsets(config.bootstrap, config.existing_topics())
     progress = Progress(total=sum(ends.values()))
     last = [0.0]
 

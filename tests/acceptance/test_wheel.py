@@ -52,7 +52,7 @@ from confluent_kafka import Consumer, Producer
 from horae.client import HoraeClient, cron_trigger
 from horae.contracts import events as ev
 from horae.contracts.codec import decode, encode
-from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, topic_name
 
 bootstrap, prefix = sys.argv[1:3]
 with HoraeClient(bootstrap, tenant="acme", key_id="acme-1", key=b"acme-secret",
@@ -80,7 +80,7 @@ for tenant in ("other", "acme"):
         fire_key=f"{tenant}/standup/{now:%Y-%m-%dT%H:%M:%SZ}/0/scheduled", scheduled_at=now,
         origin=ev.Origin.SCHEDULED, payload=b"",
     )
-    producer.produce(topic_name(Topic.SCHEDULE_EVENTS, prefix),
+    producer.produce(events_topic(tenant, prefix),
                      key=f"{tenant}/standup".encode(), value=encode(event))
 assert producer.flush(30) == 0
 with HoraeClient(bootstrap, tenant="acme", key_id="acme-1", key=b"acme-secret",
@@ -206,6 +206,8 @@ def test_client_example_against_the_stack(
         "HORAE_KAFKA_BOOTSTRAP": stack.kafka_bootstrap,
         "HORAE_TOPIC_PREFIX": topic_prefix,
         "HORAE_TOPIC_PARTITIONS": "3",
+        # topics apply creates each tenant's events topic
+        "HORAE_TENANT_KEYS": json.dumps({"acme": {"acme-1": "acme-secret"}, "other": {"o-1": "o"}}),
     }
     run([installed / "bin" / "horae", "topics", "apply"], outside, env)
     (outside / "example.py").write_text(CLIENT_EXAMPLE)

@@ -14,6 +14,7 @@ Per trigger (a :class:`~horae.streams.planner.index.TriggerEntry`):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from horae.contracts import events as ev
@@ -45,6 +46,9 @@ class Decider:
         self.limits = limits or Limits()
         self.shared = shared or SharedValues()
         self.router = router or Router("horae.")
+        #: None when the events topics a definition's triggers produce into exist (created if
+        #: need be), else why not (the planner sets it; None: topics are not checked)
+        self.topics_ready: Callable[[ev.TriggerDefinition], str | None] | None = None
         self.commands = CommandHandler(self.tenant_keys, self.router)
 
     # --- input records ------------------------------------------------------------------
@@ -77,6 +81,10 @@ class Decider:
             detail = f"version {accepted.version} <= current {entry.definition.version}"
             stale = quarantine(msg, "stale-version", detail, utc_datetime(now), accepted)
             return [self.router.emit(stale, index.partition)]
+        missing = None if self.topics_ready is None else self.topics_ready(accepted)
+        if missing is not None:  # its events topic does not exist: refused, nothing applied
+            refused = quarantine(msg, "events-topic", missing, utc_datetime(now), accepted)
+            return [self.router.emit(refused, index.partition)]
         accepted_copy = self.router.emit(accepted, index.partition)  # definitions.accepted
         return [accepted_copy, *self.apply_definition(index, key, entry, accepted, now)]
 

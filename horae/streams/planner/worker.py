@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer
 
+from horae.contracts.admin import TenantTopics, admin_client
 from horae.contracts.ingress import TenantKeys
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
@@ -52,6 +53,9 @@ from horae.streams.planner.metrics import PlannerMetrics
 from horae.streams.planner.rebuild import GcPolicy, KeepGc, rebuild_partition
 
 log = logging.getLogger(__name__)
+
+#: makes topics exist (full names); None once they do, else why not
+EnsureTopics = Callable[[Sequence[str]], str | None]
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,11 @@ class Planner:
         reader: PartitionReader | None = None,
         broker_clock: BrokerClock | None = None,
         gc: GcPolicy | None = None,
+        ensure_topics: EnsureTopics | None = None,
     ) -> None:
+        """``ensure_topics`` makes the events topics a newly accepted definition needs exist
+        before anything is produced into them (default with Kafka:
+        :class:`~horae.contracts.admin.TenantTopics`; with a given ``txn``: not checked)."""
         self.config = config
         self.clock = clock
         self.metrics = metrics or PlannerMetrics()
@@ -104,7 +112,14 @@ class Planner:
                 linger_ms=5,
             )
             txn = TransactionalProcessor(Consumer(consumer_config), producer_config)
+            admin = admin_client(config.bootstrap)
+            ensure_topics = (
+                ensure_topics or TenantTopics(admin, self._topics[Topic.DEFINITIONS]).ensure
+            )
         self.txn = txn
+        if ensure_topics is not None:
+            ensure = ensure_topics
+            self.decider.topics_ready = lambda d: ensure(self.router.topics_of(d))
         self.reader = reader or KafkaPartitionReader(config.bootstrap)
         broker = broker_clock or KafkaBrokerClock(config.bootstrap, clock_topic(config.prefix))
         self.gate = ClockGate(broker, clock, config.max_skew_s)

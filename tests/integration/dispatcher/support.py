@@ -23,7 +23,14 @@ from confluent_kafka import Producer
 from horae.contracts import events as ev
 from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import decode, encode
-from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, fire_partition, lane_topic, topic_name
+from horae.contracts.topics import (
+    PRODUCER_DEFAULTS,
+    Topic,
+    events_topic,
+    fire_partition,
+    lane_topic,
+    topic_name,
+)
 from horae.domain.keys import FireKey, Origin
 from horae.streams.dispatcher.config import DispatcherConfig, TenantLimits
 from horae.streams.dispatcher.worker import Dispatcher
@@ -180,10 +187,12 @@ class DispatchEnv:
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def setup(self) -> None:
-        apply(admin_client(self.bootstrap), Plan(self.prefix, PARTITIONS, 1))
+        apply(admin_client(self.bootstrap), Plan(self.prefix, PARTITIONS, 1, (TENANT,)))
         self.producer = Producer({"bootstrap.servers": self.bootstrap, **PRODUCER_DEFAULTS})
 
     def topic(self, t: Topic) -> str:
+        if t is Topic.SCHEDULE_EVENTS:  # the tenant's own events topic
+            return events_topic(TENANT, self.prefix)
         return topic_name(t, self.prefix)
 
     def produce_orders(self, orders: list[ev.DispatchOrder]) -> None:

@@ -21,7 +21,7 @@ from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import decode, encode
-from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, topic_name
 from horae.kafka.reader import end_offset
 from horae.ports import WallClock
 from horae.streams.planner.clock import ensure_clock_topic
@@ -89,6 +89,8 @@ class PlannerEnv:
         self.producer = Producer({"bootstrap.servers": self.bootstrap, **PRODUCER_DEFAULTS})
 
     def topic(self, t: Topic) -> str:
+        if t is Topic.SCHEDULE_EVENTS:  # the tenant's own events topic
+            return events_topic(TENANT, self.prefix)
         return topic_name(t, self.prefix)
 
     def produce(self, t: Topic, key: str | bytes, value: bytes | None) -> None:

@@ -12,12 +12,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from horae.contracts.topics import topic_name
 from horae.devstack.postgres import PostgresCluster
 from horae.projections.projector import ProjectorConfig
-from horae.projections.rows import PROJECTED
 from horae.projections.synthetic import HistoryProducer
-from tests.integration.projections.projection_support import create_topics
+from tests.integration.projections.projection_support import create_topics, projected_names
 
 
 @pytest.fixture
@@ -29,7 +27,7 @@ def prefix(kafka_bootstrap: str, topic_prefix: str) -> str:
 
 @pytest.fixture
 def topics(prefix: str) -> list[str]:
-    return [topic_name(t, prefix) for t in PROJECTED]
+    return [name for name, _ in projected_names(prefix)]
 
 
 @pytest.fixture

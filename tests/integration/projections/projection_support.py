@@ -11,7 +11,7 @@ import psycopg
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from horae.contracts.topics import spec, topic_name
+from horae.contracts.topics import Topic, events_topic, spec, topic_name
 from horae.kafka.reader import end_offset
 from horae.projections.projector import Projector
 from horae.projections.rows import PROJECTED
@@ -20,11 +20,29 @@ from tests.waiting import wait_until
 PARTITIONS = 3
 
 
+#: the tenants of :func:`horae.projections.synthetic.history` (``tenant-<n>``), whose events
+#: topics the tests create
+SYNTHETIC_TENANTS = tuple(f"tenant-{n}" for n in range(5))
+
+
+def projected_names(prefix: str) -> list[tuple[str, Topic]]:
+    """Every projected topic under ``prefix``: the catalogue's and the synthetic tenants' events."""
+    return [
+        (name, t)
+        for t in PROJECTED
+        for name in (
+            [events_topic(x, prefix) for x in SYNTHETIC_TENANTS]
+            if t is Topic.SCHEDULE_EVENTS
+            else [topic_name(t, prefix)]
+        )
+    ]
+
+
 def create_topics(bootstrap: str, prefix: str, partitions: int = PARTITIONS) -> list[str]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     new = [
-        NewTopic(topic_name(t, prefix), partitions, 1, config=dict(spec(t).config))
-        for t in PROJECTED
+        NewTopic(name, partitions, 1, config=dict(spec(t).config))
+        for name, t in projected_names(prefix)
     ]
     for future in admin.create_topics(new, request_timeout=30).values():
         future.result(timeout=30)

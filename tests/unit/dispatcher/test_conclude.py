@@ -57,7 +57,10 @@ def topics(c: Conclusion) -> list[str]:
 
 
 def names(*ts: Topic) -> list[str]:
-    return [ROUTER.names[t] for t in ts]
+    """Full names; schedule events: the fire's tenant's own topic."""
+    return [
+        ROUTER.events_topic("acme") if t is Topic.SCHEDULE_EVENTS else ROUTER.names[t] for t in ts
+    ]
 
 
 def test_success_records_attempt_outcome_and_event() -> None:

@@ -63,6 +63,7 @@ def new_log() -> InMemoryLog:
     log = InMemoryLog()
     for topic in Topic:
         log.create_topic(ROUTER.names[topic], PARTITIONS)
+    log.create_topic(ROUTER.events_topic("acme"), PARTITIONS)  # the tenant's events topic
     log.subscribe(LANES, lambda _: None, lambda _: None)
     return log
 
@@ -87,7 +88,8 @@ def commit(log: InMemoryLog, record: Record, c: Conclusion) -> None:
 
 
 def events_on(log: InMemoryLog, topic: Topic) -> list[ev.Event]:
-    return [decode(r.value() or b"") for r in log.records(ROUTER.names[topic])]
+    name = ROUTER.events_topic("acme") if topic is Topic.SCHEDULE_EVENTS else ROUTER.names[topic]
+    return [decode(r.value() or b"") for r in log.records(name)]
 
 
 def test_a_503_is_retried_after_a_rewind_and_the_retry_ends_the_fire() -> None:

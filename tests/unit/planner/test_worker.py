@@ -12,10 +12,10 @@ import pytest
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.codec import decode, encode
-from horae.contracts.topics import Topic, topic_name
+from horae.contracts.topics import Topic, events_topic, topic_name
 from horae.streams.planner.worker import Planner, PlannerConfig
 from horae.testing import InMemoryLog, InMemoryReader, VirtualBrokerClock, VirtualClock
-from tests.unit.planner.builders import KEY_ID, TENANT_KEYS, command, definition
+from tests.unit.planner.builders import KEY_ID, TENANT, TENANT_KEYS, command, definition
 
 PREFIX = "t."
 T0 = 1_800_000_000.0  # a minute boundary
@@ -30,6 +30,8 @@ class Rig:
     planner: Planner
 
     def name(self, topic: Topic) -> str:
+        if topic is Topic.SCHEDULE_EVENTS:  # the tenant's own events topic
+            return events_topic(TENANT, PREFIX)
         return topic_name(topic, PREFIX)
 
     def put(self, d: ev.TriggerDefinition) -> None:
@@ -69,7 +71,14 @@ def rig() -> Rig:
     clock = VirtualClock(T0)
     broker = VirtualBrokerClock(clock)
     config = PlannerConfig("unused:9092", PREFIX, "a", tenant_keys=TENANT_KEYS, min_interval_s=1)
-    planner = Planner(config, clock, txn=log, reader=InMemoryReader(log), broker_clock=broker)
+    planner = Planner(
+        config,
+        clock,
+        txn=log,
+        reader=InMemoryReader(log),
+        broker_clock=broker,
+        ensure_topics=lambda names: [log.create_topic(n, 4) for n in names] and None,
+    )
     return Rig(log, clock, broker, planner)
 
 
