@@ -14,14 +14,21 @@ from horae.contracts import events as ev
 from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import decode, encode
 from horae.contracts.ingress import Source, ingest_definition
-from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, partition_for, topic_name
+from horae.contracts.topics import (
+    PRODUCER_DEFAULTS,
+    Topic,
+    events_topic,
+    partition_for,
+    topic_name,
+)
 
 
 @pytest.fixture
 def prefix(kafka_bootstrap: str, topic_prefix: str) -> str:
     """The catalogue's topics under this test's prefix (deleted when the test ends)."""
     apply(
-        admin_client(kafka_bootstrap), Plan(prefix=topic_prefix, partitions=3, replication_factor=1)
+        admin_client(kafka_bootstrap),
+        Plan(prefix=topic_prefix, partitions=3, replication_factor=1, tenants=("acme", "evil")),
     )
     return topic_prefix
 
@@ -68,16 +75,18 @@ def test_put_definition_lands_keyed_and_verifiable(kafka_bootstrap: str, prefix:
     assert decode(msg.value() or b"") == signed
 
 
-def test_schedule_events_are_filtered_to_the_tenant(kafka_bootstrap: str, prefix: str) -> None:
+def test_schedule_events_are_read_from_the_tenants_own_topic_only(
+    kafka_bootstrap: str, prefix: str
+) -> None:
     producer = Producer({"bootstrap.servers": kafka_bootstrap, **PRODUCER_DEFAULTS})
-    topic = topic_name(Topic.SCHEDULE_EVENTS, prefix)
     mine = [event("acme", "a"), event("acme", "b")]
     for e in [mine[0], event("evil", "x"), mine[1]]:
-        producer.produce(
-            topic, key=ev.trigger_key(e.tenant, e.trigger_id).encode(), value=encode(e)
-        )
-    producer.produce(topic, key=b"acme/a", value=b"not avro")  # skipped, never raised
+        key = ev.trigger_key(e.tenant, e.trigger_id).encode()
+        producer.produce(events_topic(e.tenant, prefix), key=key, value=encode(e))
+    producer.produce(events_topic("acme", prefix), key=b"acme/a", value=b"not avro")  # skipped
     assert producer.flush(30) == 0
     client = HoraeClient(kafka_bootstrap, tenant="acme", key_id="acme-1", key=b"k1", prefix=prefix)
-    got = list(client.schedule_events(timeout_s=5, max_events=2))
+    got = list(client.schedule_events(timeout_s=3))
     assert sorted(got, key=lambda e: e.trigger_id) == mine
+    with pytest.raises(ValueError, match=r"events\.acme"):
+        next(client.schedule_events(topic="events.evil"))
