@@ -2,7 +2,8 @@
 
 Starts ``horae planner``, ``horae projector`` and ``horae dispatcher`` as child processes and
 produces two signed demo triggers firing every 5 seconds: one with an event target (each
-``schedule.triggered`` event is printed as it is committed) and one with a webhook target, delivered
+``schedule.triggered`` event is printed as it is committed to the demo tenant's own topic
+``<prefix>events.demo``, the only one its client reads) and one with a webhook target, delivered
 by the dispatcher to a local receiver that checks the signature (allowlisted: loopback is otherwise
 refused).
 Ctrl-C stops the processes (the stack keeps running: ``horae dev down`` stops it).
@@ -44,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     bootstrap, database_url = require_services(settings)
-    ensure_topics(settings, bootstrap)
+    ensure_topics(settings, bootstrap, (TENANT,))  # with the demo tenant's events topic
     migrate_live(settings, database_url)  # the projector role may not create its schema
     secret = secrets.token_hex(16)
     whsec = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
@@ -90,7 +91,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         version=1,
         state=ev.DefinitionState.LIVE,
         recurrence=ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=settings.demo.expr),
-        target=ev.Target(kind=ev.TargetKind.EVENT, topic="demo.heartbeats"),
+        target=ev.Target(kind=ev.TargetKind.EVENT, topic=client.events_topic),  # events.demo
         authored_at=ev_now(),
         author="horae-demo",
         payload=b'{"hello": "horae"}',
