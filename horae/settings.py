@@ -263,6 +263,10 @@ class Settings(BaseSettings):
 
     # --- every process --------------------------------------------------------------------
     min_interval_s: int = Field(default=60, description="smallest `every` interval accepted")
+    command_max_ttl_s: int = Field(
+        default=3600,
+        description="farthest a command's expires_at may lie after the planner reads it (s)",
+    )
     log_level: str = Field(default="INFO", description="log level of the processes")
     codec: Literal["compiled", "fastavro"] = Field(
         default="compiled",

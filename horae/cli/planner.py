@@ -40,7 +40,9 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         max_skew_s=mine.max_skew_s,
         session_timeout_ms=mine.session_timeout_ms,
         tenant_keys=settings.tenant_key_bytes(),
+        grants=settings.grants(),
         min_interval_s=settings.min_interval_s,
+        command_max_ttl_s=settings.command_max_ttl_s,
     )
     planner = Planner(config, gc=FreezeAfterRebuild())
     serve_metrics(mine.metrics_port, planner.metrics.registry)

@@ -1,19 +1,31 @@
 """Commands to the planner: manual runs and backfills (pause/resume are state transitions).
 
 - A command must be signed by a key of its own tenant, like a definition, and keyed by its
-  trigger; otherwise it is quarantined with the cause and changes nothing.
+  trigger; otherwise it is quarantined with the cause and changes nothing. The signing key must
+  grant the role its act needs (:data:`horae.contracts.grants.REQUIRED`; the role the body
+  declares must be granted too), else it is quarantined ``forbidden`` and audited.
 - Manual run: one fire with its own key (origin ``manual``, the requested instant), on the
   ``manual`` lane; the schedule is not displaced.
 - Backfill: every instant of ``[from, to)`` as origin ``backfill`` on the ``backfill`` lane — only
   for the ``policy`` (or ``platform``) role and within the trigger's volume ceiling
   (``quotas.backfill_max_fires``). A refused backfill is audited with its cause and announced as
   ``schedule.rejected``; an accepted one is audited too.
+- Exactly once: a command needs ``expires_at``, at most ``max_ttl_s`` after the planner reads it;
+  one without it (``no-expiry``), past it (``expired``), too far (``expiry-too-far``) or already
+  applied (``replayed``: its id is in the trigger's remembered ``applied_commands``, kept in the
+  planner state until they expire) is quarantined and audited, and changes nothing.
+- A manual run's fire key carries a sequence: the number of manual runs remembered at the same
+  instant, so two in the same second get distinct keys.
+- Tenant suspension: a ``pause`` (suspend) or ``resume`` (lift) command with trigger id
+  :data:`~horae.contracts.events.TENANT_WIDE`, role ``platform`` only, produced to every partition
+  of ``commands``; each partition records it in a tenant state record (key ``<tenant>/*``).
 """
 
 from __future__ import annotations
 
 from horae.contracts import events as ev
 from horae.contracts import signing
+from horae.contracts.grants import Grants
 from horae.contracts.ids import event_id
 from horae.contracts.ingress import TenantKeys
 from horae.contracts.routing import Router
@@ -22,12 +34,94 @@ from horae.ports import Emit
 from horae.streams.planner.records import fire_outputs, schedule_event, utc_datetime
 
 BACKFILL_ROLES = (ev.Role.POLICY, ev.Role.PLATFORM)
+MAX_APPLIED = 1000  # commands remembered per trigger (or tenant) at once; more are refused
+SUSPENDED = "tenant suspended"
+DEFAULT_MAX_TTL_S = 3600
+
+
+def remembered(applied: tuple[ev.AppliedCommand, ...], now: float) -> tuple[ev.AppliedCommand, ...]:
+    """The applied commands not yet expired at ``now``."""
+    if not applied:
+        return applied
+    return tuple(a for a in applied if a.expires_at.timestamp() > now)
 
 
 class CommandHandler:
-    def __init__(self, tenant_keys: TenantKeys, router: Router) -> None:
+    def __init__(
+        self,
+        tenant_keys: TenantKeys,
+        router: Router,
+        max_ttl_s: int = DEFAULT_MAX_TTL_S,
+        grants: Grants | None = None,
+    ) -> None:
+        """``grants``: the roles of each key and the tenants' ceilings (default: every key
+        grants ``author`` only, except the platform key)."""
         self.tenant_keys = tenant_keys
+        self.grants = grants or Grants()
         self.router = router
+        self.max_ttl_s = max_ttl_s
+
+    def once_refusal(
+        self, command: ev.Command, applied: tuple[ev.AppliedCommand, ...], now: float
+    ) -> tuple[str, str] | None:
+        """``(cause, detail)`` when ``command`` must not apply at ``now`` (no or bad expiry,
+        already applied per ``applied``, or too many remembered), else None."""
+        expires = command.expires_at
+        if expires is None:
+            return "no-expiry", "a command needs expires_at"
+        at = expires.timestamp()
+        if at <= now:
+            return "expired", f"expired at {expires.isoformat()} (read at {utc_datetime(now)})"
+        if at > now + self.max_ttl_s:
+            return "expiry-too-far", (
+                f"expires_at {expires.isoformat()} is more than {self.max_ttl_s} s after "
+                f"{utc_datetime(now).isoformat()}"
+            )
+        if any(a.command_id == command.command_id for a in applied):
+            return "replayed", f"command {command.command_id!r} was already applied"
+        if len(applied) >= MAX_APPLIED:
+            return "too-many-commands", f"{MAX_APPLIED} unexpired commands already remembered"
+        return None
+
+    def applied_entry(
+        self, command: ev.Command, applied: tuple[ev.AppliedCommand, ...]
+    ) -> ev.AppliedCommand:
+        """The memory of ``command`` once applied: a manual run's sequence is the number of
+        manual runs in ``applied`` at the same instant."""
+        assert command.expires_at is not None
+        if command.kind is not ev.CommandKind.MANUAL_RUN:
+            return ev.AppliedCommand(command.command_id, command.expires_at)
+        instant = command.requested_at.replace(microsecond=0)
+        sequence = sum(1 for a in applied if a.scheduled_at == instant)
+        return ev.AppliedCommand(command.command_id, command.expires_at, instant, sequence)
+
+    def audit(
+        self,
+        partition: int,
+        command: ev.Command,
+        now: float,
+        action: str,
+        cause: str | None,
+        *ids: object,
+        detail: dict[str, str] | None = None,
+    ) -> Emit:
+        """The audit entry of ``command`` (``cause``: refused; ``ids`` keep ids distinct)."""
+        detail = dict(detail or {})
+        if cause is not None:
+            detail["cause"] = cause
+        entry = ev.AuditEntry(
+            audit_id=event_id("audit", command.command_id, action, cause, partition, *ids),
+            tenant=command.tenant,
+            principal=command.signature.key_id if command.signature else command.requested_by,
+            role=command.role,
+            action=action,
+            at=utc_datetime(now),
+            allowed=cause is None,
+            trigger_id=command.trigger_id,
+            command_id=command.command_id,
+            detail=detail,
+        )
+        return self.router.emit(entry, partition)
 
     def refusal(self, command: ev.Command, raw_key: bytes | None) -> tuple[str, str] | None:
         """``(cause, detail)`` when the command must be quarantined, else None."""
@@ -41,6 +135,9 @@ class CommandHandler:
         if problem is not None:
             cause = "unsigned" if problem == "unsigned" else "signature"
             return cause, problem
+        forbidden = self.grants.check_command(command)  # the key's roles, never the body's
+        if forbidden is not None:
+            return forbidden.cause, forbidden.detail
         return None
 
     def handle(
@@ -50,19 +147,25 @@ class CommandHandler:
         command: ev.Command,
         now: float,
         schedule: Schedule | None = None,
+        sequence: int = 0,
     ) -> list[Emit]:
+        """The effects of a manual run (fire key sequence ``sequence``) or a backfill."""
         if command.kind is ev.CommandKind.MANUAL_RUN:
             instant = int(command.requested_at.timestamp())
-            return fire_outputs(
-                self.router,
-                d,
-                partition,
-                scheduled=instant,
-                origin=ev.Origin.MANUAL,
-                lane=ev.Lane.MANUAL,
-                now=now,
-                command_id=command.command_id,
-            )
+            return [
+                self.audit(partition, command, now, "manual_run.request", None),
+                *fire_outputs(
+                    self.router,
+                    d,
+                    partition,
+                    scheduled=instant,
+                    origin=ev.Origin.MANUAL,
+                    lane=ev.Lane.MANUAL,
+                    now=now,
+                    command_id=command.command_id,
+                    sequence=sequence,
+                ),
+            ]
         assert schedule is not None
         return self._backfill(partition, d, command, now, schedule)
 
@@ -75,7 +178,7 @@ class CommandHandler:
         schedule: Schedule,
     ) -> list[Emit]:
         start, end = command.backfill_from, command.backfill_to
-        ceiling = d.quotas.backfill_max_fires
+        ceiling = min(d.quotas.backfill_max_fires, self.grants.grant(d.tenant).backfill_max_fires)
         instants: list[int] = []
         cause: str | None = None
         if command.role not in BACKFILL_ROLES:

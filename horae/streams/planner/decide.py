@@ -9,7 +9,9 @@ Per trigger (a :class:`~horae.streams.planner.index.TriggerEntry`):
 - an amendment (a higher version) first decides what is already due under the old version, then
   takes effect for later instants; a lower or equal version is stale and quarantined;
 - pause stops deciding and is recorded once (``schedule.paused``); resume records the paused
-  interval once (``schedule.resumed``) and applies the misfire policy to it; delete stops for good.
+  interval once (``schedule.resumed``) and applies the misfire policy to it; delete stops for good;
+- while its tenant is suspended a trigger's instants are decided on time but each is recorded
+  not fired with cause ``tenant suspended``; once lifted, deciding goes on under the misfire policy.
 """
 
 from __future__ import annotations
@@ -19,18 +21,25 @@ from dataclasses import replace
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
+from horae.contracts.grants import REQUIRED, Grants, audit_entry, command_act
 from horae.contracts.ingress import Source, TenantKeys, ingest_definition
 from horae.contracts.quarantine import quarantine
 from horae.contracts.routing import Router
 from horae.domain.misfire import evaluate_misfire
 from horae.domain.trigger import Limits, validate_trigger
 from horae.ports import Emit, InputRecord
-from horae.streams.planner.commands import CommandHandler
-from horae.streams.planner.index import DueIndex, TriggerEntry
+from horae.streams.planner.commands import (
+    DEFAULT_MAX_TTL_S,
+    SUSPENDED,
+    CommandHandler,
+    remembered,
+)
+from horae.streams.planner.index import DueIndex, TenantEntry, TriggerEntry
 from horae.streams.planner.records import fire_outputs, schedule_event, utc_datetime
 from horae.streams.planner.sharing import SharedValues
 
 MAX_RECORDS_PER_EVALUATION = 1000
+Refusal = tuple[str, str, str]  # (audited action, quarantine cause, detail)
 
 
 class Decider:
@@ -40,16 +49,24 @@ class Decider:
         limits: Limits | None = None,
         shared: SharedValues | None = None,
         router: Router | None = None,
+        command_max_ttl_s: int = DEFAULT_MAX_TTL_S,
+        grants: Grants | None = None,
     ) -> None:
-        """``router`` names the topics of what is emitted (default prefix ``horae.``)."""
+        """``router`` names the topics of what is emitted (default prefix ``horae.``);
+        ``command_max_ttl_s`` bounds how far ahead a command's ``expires_at`` may lie;
+        ``grants``: what each key may do (:mod:`horae.contracts.grants`; default: the platform
+        key everything, every other key ``author``; secret refs not checked)."""
         self.tenant_keys: TenantKeys = tenant_keys or {}
         self.limits = limits or Limits()
         self.shared = shared or SharedValues()
         self.router = router or Router("horae.")
+        self.grants = grants or Grants()
         #: None when the events topics a definition's triggers produce into exist (created if
         #: need be), else why not (the planner sets it; None: topics are not checked)
         self.topics_ready: Callable[[ev.TriggerDefinition], str | None] | None = None
-        self.commands = CommandHandler(self.tenant_keys, self.router)
+        self.commands = CommandHandler(
+            self.tenant_keys, self.router, command_max_ttl_s, self.grants
+        )
 
     # --- input records ------------------------------------------------------------------
     def accept_definition(
@@ -59,8 +76,9 @@ class Decider:
         with ``check_limits``, the platform limits at ``now``; else its quarantine record."""
         source = Source(msg.topic() or "", msg.partition() or 0, msg.offset() or 0)
         result = ingest_definition(
-            msg.value(), msg.key(), source, self.tenant_keys, now=utc_datetime(now)
-        )
+            msg.value(), msg.key(), source, self.tenant_keys, now=utc_datetime(now),
+            grants=self.grants,
+        )  # fmt: skip
         if isinstance(result, ev.TriggerDefinition) and check_limits:
             try:  # platform limits and "fires within 5 years" need configuration and now
                 validate_trigger(self.shared.compiled(result)[0], int(now), self.limits)
@@ -69,9 +87,10 @@ class Decider:
         return result
 
     def on_definition_record(self, index: DueIndex, msg: InputRecord, now: float) -> list[Emit]:
-        """A definition record of ``index``'s partition: quarantined (refused at ingress, or a
-        version not above the one held), else accepted (a copy onto ``definitions.accepted``)
-        and applied."""
+        """A definition record of ``index``'s partition: quarantined (refused at ingress, a
+        version not above the one held, or ``forbidden`` to its signing key, which is audited),
+        else accepted (a copy onto ``definitions.accepted``) and applied; an accepted version
+        asking for more than the defaults is audited as the grant it uses."""
         accepted = self.accept_definition(msg, now)
         if isinstance(accepted, ev.Quarantined):
             return [self.router.emit(accepted, index.partition)]
@@ -81,16 +100,51 @@ class Decider:
             detail = f"version {accepted.version} <= current {entry.definition.version}"
             stale = quarantine(msg, "stale-version", detail, utc_datetime(now), accepted)
             return [self.router.emit(stale, index.partition)]
+        audits = self._authorized(index.partition, msg, accepted, entry, now)
+        if audits and isinstance(audits[0].event, ev.Quarantined):
+            return audits
         missing = None if self.topics_ready is None else self.topics_ready(accepted)
         if missing is not None:  # its events topic does not exist: refused, nothing applied
             refused = quarantine(msg, "events-topic", missing, utc_datetime(now), accepted)
             return [self.router.emit(refused, index.partition)]
         accepted_copy = self.router.emit(accepted, index.partition)  # definitions.accepted
-        return [accepted_copy, *self.apply_definition(index, key, entry, accepted, now)]
+        return [accepted_copy, *audits, *self.apply_definition(index, key, entry, accepted, now)]
+
+    def _authorized(
+        self,
+        partition: int,
+        msg: InputRecord,
+        d: ev.TriggerDefinition,
+        entry: TriggerEntry | None,
+        now: float,
+    ) -> list[Emit]:
+        """The quarantine record and audit entry of a definition its key may not sign, else
+        the audit entries of the grants above the defaults it uses (usually none)."""
+        at = utc_datetime(now)
+        where = (msg.topic(), msg.partition(), msg.offset())
+        forbidden = self.grants.check_definition(d, entry.definition if entry else None)
+        if forbidden is not None:
+            refused = quarantine(msg, forbidden.cause, forbidden.detail, at, d)
+            audit = forbidden.audit(d.tenant, d.trigger_id, at, *where, command_id=None)
+            return [self.router.emit(refused, partition), self.router.emit(audit, partition)]
+        acts = self.grants.privileged_acts(d)
+        key_id = d.signature.key_id if d.signature else ""
+        return [
+            self.router.emit(
+                audit_entry(
+                    d.tenant, d.trigger_id, act, REQUIRED[act], key_id, at, True,
+                    {"version": str(d.version)}, *where,
+                ),
+                partition,
+            )
+            for act in acts
+        ]  # fmt: skip
 
     def on_command_record(self, index: DueIndex, msg: InputRecord, now: float) -> list[Emit]:
         """A command record of ``index``'s partition: quarantined when it does not decode, is
-        not signed by its tenant, or names no live trigger; else applied."""
+        not signed by its tenant, names no live trigger, has no or a bad expiry, was applied
+        already, or its tenant is suspended (the last three audited too); else applied once,
+        and remembered in the planner state committed with its effects."""
         value = msg.value()
         try:
             command = decode(value or b"", ev.Command)
@@ -102,14 +156,29 @@ class Decider:
             ]
         key = ev.trigger_key(command.tenant, command.trigger_id)
         refused = self.commands.refusal(command, msg.key())
+        if refused is not None and refused[0] == "forbidden":  # the key lacks the role: audited
+            act = command_act(command).value
+            return self._refuse(index.partition, msg, command, now, (act, *refused))
         if refused is not None:
             return [self.router.emit(quarantine(msg, *refused, utc_datetime(now)), index.partition)]
+        if command.trigger_id == ev.TENANT_WIDE:
+            return self._tenant_command(index, msg, command, now)
         entry = index.entries.get(key)
         if entry is None or entry.definition.state is ev.DefinitionState.DELETED:
             unknown = quarantine(
                 msg, "unknown-trigger", f"no live trigger {key}", utc_datetime(now)
             )
             return [self.router.emit(unknown, index.partition)]
+        entry.applied = remembered(entry.applied, now)
+        refused = self.commands.once_refusal(command, entry.applied, now)
+        tenant = index.tenants.get(command.tenant)
+        if refused is None and tenant is not None and tenant.suspended_since is not None:
+            refused = "suspended", f"tenant {command.tenant!r} is suspended"
+        if refused is not None:
+            action = f"{command.kind.value}.request"
+            return self._refuse(index.partition, msg, command, now, (action, *refused))
+        applied = self.commands.applied_entry(command, entry.applied)
+        entry.applied = (*entry.applied, applied)
         if command.kind in (ev.CommandKind.PAUSE, ev.CommandKind.RESUME):
             state = (
                 ev.DefinitionState.PAUSED
@@ -117,7 +186,47 @@ class Decider:
                 else ev.DefinitionState.LIVE
             )
             return self._transition(index, key, entry, entry.definition, state, now)
-        return self.commands.handle(index.partition, entry.definition, command, now, entry.schedule)
+        out = self.commands.handle(
+            index.partition, entry.definition, command, now, entry.schedule, applied.sequence
+        )
+        out.append(self.state_output(index.partition, entry, now))
+        return out
+
+    def _refuse(
+        self, partition: int, msg: InputRecord, command: ev.Command, now: float, refused: Refusal
+    ) -> list[Emit]:
+        """Quarantine ``msg`` with the refusal's cause and audit it."""
+        action, cause, why = refused
+        return [
+            self.router.emit(quarantine(msg, cause, why, utc_datetime(now)), partition),
+            self.commands.audit(partition, command, now, action, cause, msg.offset()),
+        ]
+
+    def _tenant_command(
+        self, index: DueIndex, msg: InputRecord, command: ev.Command, now: float
+    ) -> list[Emit]:
+        """Suspend (``pause``) or lift (``resume``) ``command.tenant`` on this partition:
+        platform role only, once; audited either way."""
+        action = "tenant.suspend" if command.kind is ev.CommandKind.PAUSE else "tenant.resume"
+        tenant = index.tenants.setdefault(command.tenant, TenantEntry())
+        tenant.applied = remembered(tenant.applied, now)
+        refused = self.commands.once_refusal(command, tenant.applied, now)
+        if refused is None and command.role is not ev.Role.PLATFORM:
+            refused = "forbidden", f"{action}: needs role 'platform'"
+        if refused is None and command.kind not in (ev.CommandKind.PAUSE, ev.CommandKind.RESUME):
+            refused = "invalid", f"{command.kind.value} cannot name a whole tenant"
+        if refused is not None:
+            return self._refuse(index.partition, msg, command, now, (action, *refused))
+        tenant.applied = (*tenant.applied, self.commands.applied_entry(command, tenant.applied))
+        if command.kind is ev.CommandKind.PAUSE:
+            if tenant.suspended_since is None:
+                tenant.suspended_since = now
+        else:
+            tenant.suspended_since = None
+        return [
+            self.commands.audit(index.partition, command, now, action, None),
+            self.tenant_state_output(index.partition, command.tenant, tenant, now),
+        ]
 
     # --- state transitions --------------------------------------------------------------
     def apply_definition(
@@ -222,10 +331,50 @@ class Decider:
     # --- deciding -----------------------------------------------------------------------
     def decide_due(self, index: DueIndex, until: float, now: float, limit: int) -> list[Emit]:
         out: list[Emit] = []
+        tenants = index.tenants
         for key, entry in list(index.pop_due(until, limit)):
-            out += self.decide_entry(index.partition, key, entry, until, now)
+            if tenants and self._suspended(index, entry):
+                out += self.decide_suspended(index.partition, key, entry, until, now)
+            else:
+                out += self.decide_entry(index.partition, key, entry, until, now)
             index.put(key, entry)
             out.append(self.state_output(index.partition, entry, now))
+        return out
+
+    @staticmethod
+    def _suspended(index: DueIndex, entry: TriggerEntry) -> bool:
+        tenant = index.tenants.get(entry.definition.tenant)
+        return tenant is not None and tenant.suspended_since is not None
+
+    def decide_suspended(
+        self, partition: int, key: str, entry: TriggerEntry, until: float, now: float
+    ) -> list[Emit]:
+        """Decide ``(last_decided, until]`` of a live trigger whose tenant is suspended: each
+        instant is recorded not fired with cause ``tenant suspended`` (at most
+        ``MAX_RECORDS_PER_EVALUATION`` at once; the rest at the next tick)."""
+        d = entry.definition
+        last = entry.last_decided
+        if d.state is not ev.DefinitionState.LIVE or last is None or int(until) <= last:
+            return []
+        out: list[Emit] = []
+        schedule, stop = entry.schedule, int(until)
+        t = schedule.next_after(last)
+        while t is not None and t <= stop and len(out) < MAX_RECORDS_PER_EVALUATION:
+            out += fire_outputs(
+                self.router,
+                d,
+                partition,
+                scheduled=t,
+                origin=ev.Origin.SCHEDULED,
+                lane=None,
+                now=now,
+                cause=SUSPENDED,
+                tzdata=schedule.tzdata,
+            )
+            last = t
+            t = schedule.next_after(t)
+        entry.last_decided = last if t is not None and t <= stop else stop
+        self._reschedule(key, entry)
         return out
 
     def decide_entry(
@@ -311,8 +460,35 @@ class Decider:
             next_instant=None if entry.next_instant is None else utc_datetime(entry.next_instant),
             last_decided=None if entry.last_decided is None else utc_datetime(entry.last_decided),
             paused_since=None if entry.paused_since is None else utc_datetime(entry.paused_since),
+            applied_commands=entry.applied,
         )
         return self.router.emit(state, partition)
+
+    def tenant_state_output(
+        self, partition: int, tenant: str, entry: TenantEntry, now: float
+    ) -> Emit:
+        """The state record of a tenant on ``partition`` (key ``<tenant>/*``): ``paused`` while
+        suspended (since ``paused_since``), and the tenant-wide commands remembered."""
+        since = entry.suspended_since
+        state = ev.PlannerState(
+            tenant=tenant,
+            trigger_id=ev.TENANT_WIDE,
+            trigger_version=0,
+            state=ev.DefinitionState.LIVE if since is None else ev.DefinitionState.PAUSED,
+            updated_at=utc_datetime(now),
+            paused_since=None if since is None else utc_datetime(since),
+            applied_commands=entry.applied,
+        )
+        return self.router.emit(state, partition)
+
+    @staticmethod
+    def restore_tenant(state: ev.PlannerState, now: float) -> TenantEntry:
+        """The tenant entry of a partition rebuilt from its last committed tenant state."""
+        since = state.paused_since
+        return TenantEntry(
+            suspended_since=None if since is None else since.timestamp(),
+            applied=remembered(state.applied_commands, now),
+        )
 
     def restore(
         self, d: ev.TriggerDefinition, state: ev.PlannerState | None, now: float
@@ -330,6 +506,8 @@ class Decider:
             entry.definition = replace(entry.definition, state=state.state)  # by a command
         if state is not None and state.paused_since is not None:
             entry.paused_since = state.paused_since.timestamp()
+        if state is not None and state.applied_commands:
+            entry.applied = remembered(state.applied_commands, now)
         key = ev.trigger_key(d.tenant, d.trigger_id)
         self._reschedule(key, entry)
         return entry

@@ -94,6 +94,9 @@ def rebuild_partition(
             continue  # unreadable: ignored; a trigger left with no state drops out of the index
         states[ev.trigger_key(state.tenant, state.trigger_id)] = state
     index = DueIndex(partition)
+    for tenant_state in states.values():
+        if tenant_state.trigger_id == ev.TENANT_WIDE:
+            index.tenants[tenant_state.tenant] = decider.restore_tenant(tenant_state, now)
     for msg in reader.read(accepted_topic, partition):
         key = (msg.key() or b"").decode(errors="replace")
         planner_state = states.get(key)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer
 
 from horae.contracts.admin import TenantTopics, admin_client
+from horae.contracts.grants import Grants
 from horae.contracts.ingress import TenantKeys
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
@@ -69,7 +70,9 @@ class PlannerConfig:
     batch_limit: int = 20_000  # most decisions per transaction
     session_timeout_ms: int = 10_000
     tenant_keys: TenantKeys | None = None  # definition- and command-signing keys
+    grants: Grants | None = None  # key roles, tenant ceilings, secret refs (None: defaults)
     min_interval_s: int = 60  # platform limit on how often a trigger may fire
+    command_max_ttl_s: int = 3600  # farthest a command's expires_at may lie after it is read
 
 
 class Planner:
@@ -96,7 +99,11 @@ class Planner:
         self.metrics = metrics or PlannerMetrics()
         self.router = Router(config.prefix)
         self.decider = Decider(
-            config.tenant_keys, Limits(min_interval_s=config.min_interval_s), router=self.router
+            config.tenant_keys,
+            Limits(min_interval_s=config.min_interval_s),
+            router=self.router,
+            command_max_ttl_s=config.command_max_ttl_s,
+            grants=config.grants,
         )
         self.metrics.watch_sharing(self.decider.shared)
         self.gc = gc or KeepGc()  # the planner process passes FreezeAfterRebuild

@@ -21,6 +21,7 @@ from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import decode, encode
+from horae.contracts.grants import Grants
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, topic_name
 from horae.kafka.reader import end_offset
 from horae.ports import WallClock
@@ -33,6 +34,8 @@ TENANT = "acme"
 KEY_ID = "acme-1"
 SECRET = b"acme-secret"
 TENANT_KEYS = {TENANT: {KEY_ID: SECRET}}
+ROLES = ("author", "policy", "read")  # the test key may also backfill
+GRANTS = Grants(roles={TENANT: {KEY_ID: frozenset(ev.Role(r) for r in ROLES)}})
 PARTITIONS = 3
 
 
@@ -112,6 +115,7 @@ class PlannerEnv:
             tick_s=0.2,
             session_timeout_ms=6000,
             tenant_keys=TENANT_KEYS,
+            grants=GRANTS,
             min_interval_s=1,
         )
         return replace(base, **overrides)  # type: ignore[arg-type]
@@ -142,7 +146,9 @@ class PlannerEnv:
             HORAE_KAFKA_BOOTSTRAP=self.bootstrap,
             HORAE_TOPIC_PREFIX=self.prefix,
             HORAE_TOPIC_PARTITIONS=str(PARTITIONS),
-            HORAE_TENANT_KEYS=json.dumps({TENANT: {KEY_ID: SECRET.decode()}}),
+            HORAE_TENANT_KEYS=json.dumps(
+                {TENANT: {KEY_ID: {"secret": SECRET.decode(), "roles": list(ROLES)}}}
+            ),
             HORAE_PLANNER_SLOT=slot,
             HORAE_MIN_INTERVAL_S="1",
             HORAE_PLANNER_TICK_S="0.2",

@@ -47,7 +47,12 @@ def test_commands_and_poison(planner_env: PlannerEnv) -> None:
     assert len(backfill) == 4 and all(f.lane is ev.Lane.BACKFILL for f in backfill)
 
     audit = _decoded(planner_env, Topic.AUDIT, ev.AuditEntry)
-    assert sorted(a.allowed for a in audit if isinstance(a, ev.AuditEntry)) == [False, True]
+    acts = sorted((a.action, a.allowed) for a in audit if isinstance(a, ev.AuditEntry))
+    assert acts == [  # the author-declared backfill refused; the manual run is audited too
+        ("backfill.request", False),
+        ("backfill.request", True),
+        ("manual_run.request", True),
+    ]
     events = _decoded(planner_env, Topic.SCHEDULE_EVENTS, ev.ScheduleEvent)
     types = [e.type for e in events if isinstance(e, ev.ScheduleEvent)]
     assert types.count("schedule.rejected") == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -40,6 +41,9 @@ def definition(
     return signing.sign(d, KEY_ID, SECRET)
 
 
+_COMMAND_IDS = itertools.count(1)  # every command built is a new one (replays re-send one)
+
+
 def command(
     trigger_id: str,
     kind: ev.CommandKind,
@@ -48,7 +52,7 @@ def command(
     **fields: object,
 ) -> ev.Command:
     c = ev.Command(
-        command_id=f"cmd-{trigger_id}-{kind.value}-{at}",
+        command_id=f"cmd-{trigger_id}-{kind.value}-{at}-{next(_COMMAND_IDS)}",
         tenant=TENANT,
         trigger_id=trigger_id,
         kind=kind,

@@ -12,6 +12,7 @@ import pytest
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.codec import decode, encode
+from horae.contracts.grants import Grants
 from horae.contracts.topics import Topic, events_topic, topic_name
 from horae.streams.planner.worker import Planner, PlannerConfig
 from horae.testing import InMemoryLog, InMemoryReader, VirtualBrokerClock, VirtualClock
@@ -70,7 +71,15 @@ def rig() -> Rig:
         log.create_topic(topic_name(t, PREFIX), 4)
     clock = VirtualClock(T0)
     broker = VirtualBrokerClock(clock)
-    config = PlannerConfig("unused:9092", PREFIX, "a", tenant_keys=TENANT_KEYS, min_interval_s=1)
+    roles = {TENANT: {KEY_ID: frozenset({ev.Role.AUTHOR, ev.Role.POLICY})}}  # backfills too
+    config = PlannerConfig(
+        "unused:9092",
+        PREFIX,
+        "a",
+        tenant_keys=TENANT_KEYS,
+        min_interval_s=1,
+        grants=Grants(roles=roles),
+    )
     planner = Planner(
         config,
         clock,
