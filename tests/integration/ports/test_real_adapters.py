@@ -1,26 +1,39 @@
 """The contract suites over the real adapters: Kafka (``TransactionalProcessor``,
-``KafkaPartitionReader``) and PostgreSQL (``ProjectionStore``). Topics live under the test's
+``KafkaPartitionReader``), PostgreSQL (``ProjectionStore``), the aiohttp sender against a loopback
+server, the system resolver and the system clock. Topics live under the test's
 prefix and are deleted at the end (``topic_prefix``); the schema is dropped."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 
 import psycopg
 import pytest
+from aiohttp import web
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from horae.kafka.reader import KafkaPartitionReader
 from horae.kafka.txn import TransactionalProcessor, member_configs
+from horae.outbound.http_sender import HttpSender as AiohttpSender
+from horae.outbound.http_sender import SenderConfig
+from horae.outbound.ssrf import AddressPolicy, system_resolver
+from horae.ports import SYSTEM_CLOCK, Clock, HttpSender, Resolver, SystemClock
 from horae.projections.rows import Stage
 from horae.projections.store import ProjectionStore
+from tests.net import free_ports
 from tests.unit.ports.contracts import (
     IN,
     OUT,
     STORE_TOPIC,
+    ClockContract,
+    HttpSenderContract,
     LogRig,
     ReadModelStoreContract,
+    ResolverContract,
+    SenderRig,
+    SenderSession,
     TransactionalLogContract,
 )
 
@@ -60,3 +73,68 @@ class TestPostgresStore(ReadModelStoreContract):
             store.close()
             with psycopg.connect(database_url, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+class TestSystemClock(ClockContract):
+    @pytest.fixture
+    def clock(self) -> SystemClock:
+        return SYSTEM_CLOCK
+
+    def let_time_pass(self, clock: Clock) -> None:
+        start = clock.monotonic()
+        while clock.monotonic() == start:  # the next tick of the clock, not a sleep
+            pass
+
+
+class TestSystemResolver(ResolverContract):
+    @pytest.fixture
+    def resolver(self) -> Resolver:
+        return system_resolver
+
+
+class _LocalTargets:
+    """An aiohttp server on a free loopback port answering ``/<status>`` with that status; the
+    real sender reaches it through an address policy that allows loopback."""
+
+    def __init__(self, sender: HttpSender, port: int, closed_port: int) -> None:
+        self.sender = sender
+        self.port = port
+        self.closed_port = closed_port
+        self.requests: list[tuple[bytes, dict[str, str]]] = []
+
+    def target(self, status: int) -> str:
+        return f"http://127.0.0.1:{self.port}/{status}"
+
+    def unreachable(self) -> str:
+        return f"http://127.0.0.1:{self.closed_port}/"
+
+    def received(self) -> list[tuple[bytes, dict[str, str]]]:
+        return list(self.requests)
+
+
+class TestAiohttpSender(HttpSenderContract):
+    @pytest.fixture
+    def sender_rig(self) -> SenderRig:
+        @asynccontextmanager
+        async def session() -> AsyncIterator[SenderSession]:
+            port, closed_port = free_ports(2)
+            holder: list[_LocalTargets] = []
+
+            async def answer(request: web.Request) -> web.Response:
+                holder[0].requests.append((await request.read(), dict(request.headers)))
+                return web.Response(status=int(request.match_info["status"]))
+
+            app = web.Application()
+            app.router.add_route("*", "/{status}", answer)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", port).start()
+            policy = AddressPolicy(allow=["127.0.0.1/32"])
+            try:
+                async with AiohttpSender(policy, SenderConfig(connect_timeout_s=2.0)) as sender:
+                    holder.append(_LocalTargets(sender, port, closed_port))
+                    yield holder[0]
+            finally:
+                await runner.cleanup()
+
+        return session

@@ -1,23 +1,31 @@
 """One contract suite per port, written once and run over every adapter (APScheduler's pattern):
-a backend subclasses the suite and provides the ``rig`` fixture. The in-memory adapters run in
+a backend subclasses the suite and provides its fixture (``rig``, ``clock``, ``resolver``,
+``sender_rig``). The in-memory adapters run in
 ``tests/unit/ports``, the Kafka and PostgreSQL ones in ``tests/integration/ports``."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 import pytest
 
 from horae.contracts import events as ev
 from horae.contracts.codec import default_codec, encode
 from horae.contracts.topics import Topic
+from horae.outbound.results import Outcome, SendResult
 from horae.ports import (
+    Clock,
     Emit,
+    HttpSender,
     InputRecord,
     PartitionReader,
     ReadModelStore,
+    Resolver,
     TransactionalLog,
     TransactionFailed,
 )
@@ -146,3 +154,100 @@ class ReadModelStoreContract:
     def test_a_batch_without_offsets_writes_nothing(self, rig: ReadModelStore) -> None:
         assert rig.apply(Batch()).rows == {}
         assert rig.stored_offsets() == {}
+
+
+# --- Clock ---------------------------------------------------------------------------------------
+class ClockContract:
+    """What every :class:`~horae.ports.Clock` keeps: wall time in epoch seconds, monotonic time
+    that never goes back while time passes. ``clock`` and ``let_time_pass`` come from the
+    adapter's test class."""
+
+    def let_time_pass(self, clock: Clock) -> None:
+        raise NotImplementedError
+
+    def test_wall_time_is_epoch_seconds(self, clock: Clock) -> None:
+        assert 1_500_000_000.0 < clock.now() < 4_200_000_000.0  # 2017 .. 2103
+
+    def test_monotonic_time_never_goes_back(self, clock: Clock) -> None:
+        readings = []
+        for _ in range(200):
+            readings.append(clock.monotonic())
+            self.let_time_pass(clock)
+        assert readings == sorted(readings)
+        assert readings[-1] > readings[0]
+
+
+# --- Resolver ------------------------------------------------------------------------------------
+class ResolverContract:
+    """What every :class:`~horae.ports.Resolver` keeps: a known name gives its TCP addresses as
+    strings; a name that does not resolve raises ``OSError`` (never returns nothing). The
+    adapter's ``resolver`` knows ``localhost`` as 127.0.0.1."""
+
+    def test_a_known_name_gives_its_addresses(self, resolver: Resolver) -> None:
+        addresses = asyncio.run(_resolve(resolver, "localhost"))
+        assert "127.0.0.1" in addresses and all(isinstance(a, str) for a in addresses)
+
+    def test_a_name_that_does_not_resolve_raises_oserror(self, resolver: Resolver) -> None:
+        with pytest.raises(OSError):
+            asyncio.run(_resolve(resolver, "no-such-host.invalid"))
+
+
+async def _resolve(resolver: Resolver, host: str) -> list[str]:
+    return list(await resolver(host, 80))
+
+
+# --- HttpSender ----------------------------------------------------------------------------------
+class SenderSession(Protocol):
+    """One test's sender and targets, inside the event loop that sends."""
+
+    sender: HttpSender
+
+    def target(self, status: int) -> str:
+        """A URL whose server answers ``status``."""
+
+    def unreachable(self) -> str:
+        """A URL nothing listens at."""
+
+    def received(self) -> list[tuple[bytes, dict[str, str]]]:
+        """(body, headers) of every request the targets got, in order."""
+
+
+SenderRig = Callable[[], AbstractAsyncContextManager[SenderSession]]
+
+
+class HttpSenderContract:
+    """What the dispatcher relies on from every :class:`~horae.ports.HttpSender`: the body and
+    headers arrive as given; a 2xx is delivered, any other answer rejected with its status; a
+    target that cannot be reached is a result (not sent), never an exception."""
+
+    def test_a_2xx_is_delivered_with_the_body_and_headers(self, sender_rig: SenderRig) -> None:
+        async def go() -> None:
+            async with sender_rig() as s:
+                headers = {"webhook-id": "k1", "content-type": "application/json"}
+                result = await s.sender.send(s.target(204), b'{"n":1}', headers)
+                assert result.outcome is Outcome.DELIVERED and result.status == 204
+                [(body, got)] = s.received()
+                assert body == b'{"n":1}'
+                assert {k.lower(): v for k, v in got.items()}.items() >= headers.items()
+
+        asyncio.run(go())
+
+    def test_any_other_answer_is_rejected_with_its_status(self, sender_rig: SenderRig) -> None:
+        async def go() -> None:
+            async with sender_rig() as s:
+                result = await s.sender.send(s.target(503), b"x", {})
+                assert result.outcome is Outcome.REJECTED and result.status == 503
+                assert result.send_result is SendResult.HTTP_ERROR
+
+        asyncio.run(go())
+
+    def test_an_unreachable_target_is_a_result_not_an_exception(
+        self, sender_rig: SenderRig
+    ) -> None:
+        async def go() -> None:
+            async with sender_rig() as s:
+                result = await s.sender.send(s.unreachable(), b"x", {})
+                assert result.outcome is Outcome.NOT_SENT and result.status is None
+                assert s.received() == []
+
+        asyncio.run(go())

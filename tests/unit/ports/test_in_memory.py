@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 
+from horae.outbound.results import AttemptResult, SendResult
+from horae.ports import Clock
 from horae.projections.rows import Stage
-from horae.testing import InMemoryLog, InMemoryReader, InMemoryStore, VirtualClock
+from horae.testing import (
+    InMemoryLog,
+    InMemoryReader,
+    InMemoryStore,
+    RecordingSender,
+    StaticResolver,
+    VirtualClock,
+)
 from tests.unit.ports.contracts import (
     IN,
     OUT,
     STORE_TOPIC,
+    ClockContract,
+    HttpSenderContract,
     LogRig,
     ReadModelStoreContract,
+    ResolverContract,
+    SenderRig,
+    SenderSession,
     TransactionalLogContract,
 )
 
@@ -80,3 +95,51 @@ def test_the_http_edge_adapters_satisfy_their_ports() -> None:
     assert asyncio.run(resolver("HOOKS.example", 443)) == ["93.184.216.34"]
     with pytest.raises(OSError):
         asyncio.run(resolver("nowhere.example", 443))
+
+
+class TestVirtualClock(ClockContract):
+    @pytest.fixture
+    def clock(self) -> VirtualClock:
+        return VirtualClock()
+
+    def let_time_pass(self, clock: Clock) -> None:
+        assert isinstance(clock, VirtualClock)
+        clock.advance(0.001)
+
+
+class TestStaticResolver(ResolverContract):
+    @pytest.fixture
+    def resolver(self) -> StaticResolver:
+        return StaticResolver({"localhost": ["127.0.0.1"]})
+
+
+UNREACHABLE = "http://unreachable.example/"
+
+
+class _RecordingSession:
+    """The recording sender's targets: a URL names the answer it is scripted to give."""
+
+    def __init__(self) -> None:
+        self.sender = RecordingSender(results=[])
+
+    def target(self, status: int) -> str:
+        result = SendResult.OK if 200 <= status < 300 else SendResult.HTTP_ERROR
+        self.sender.results = [AttemptResult(result, status=status)]
+        return f"http://target.example/{status}"
+
+    def unreachable(self) -> str:
+        self.sender.results = [AttemptResult(SendResult.CONNECTION_ERROR, detail="refused")]
+        return UNREACHABLE
+
+    def received(self) -> list[tuple[bytes, dict[str, str]]]:
+        return [(r.body, r.headers) for r in self.sender.sent if r.url != UNREACHABLE]
+
+
+class TestRecordingSender(HttpSenderContract):
+    @pytest.fixture
+    def sender_rig(self) -> SenderRig:
+        @asynccontextmanager
+        async def session() -> AsyncIterator[SenderSession]:
+            yield _RecordingSession()
+
+        return session
