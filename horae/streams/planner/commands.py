@@ -242,7 +242,7 @@ class CommandHandler:
         entry = ev.AuditEntry(
             audit_id=event_id("audit", command.command_id),
             tenant=command.tenant,
-            principal=command.requested_by,
+            principal=command.signature.key_id if command.signature else command.requested_by,
             role=command.role,
             action="backfill.request",
             at=utc_datetime(now),
