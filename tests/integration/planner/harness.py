@@ -36,6 +36,7 @@ SECRET = b"acme-secret"
 TENANT_KEYS = {TENANT: {KEY_ID: SECRET}}
 ROLES = ("author", "policy", "read")  # the test key may also backfill
 GRANTS = Grants(roles={TENANT: {KEY_ID: frozenset(ev.Role(r) for r in ROLES)}})
+HOOK_REF = "acme-hook"  # the webhook secret ref the default target names (spawned planners own it)
 PARTITIONS = 3
 
 
@@ -54,7 +55,10 @@ def definition(
         version=version,
         state=state,
         recurrence=ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=expr),
-        target=target or ev.Target(kind=ev.TargetKind.WEBHOOK, url="https://hooks.example/x"),
+        target=target
+        or ev.Target(
+            kind=ev.TargetKind.WEBHOOK, url="https://hooks.example/x", secret_refs=(HOOK_REF,)
+        ),
         authored_at=datetime.now(UTC).replace(microsecond=0),
         author="tester",
         policies=policies or ev.Policies(),
@@ -149,6 +153,7 @@ class PlannerEnv:
             HORAE_TENANT_KEYS=json.dumps(
                 {TENANT: {KEY_ID: {"secret": SECRET.decode(), "roles": list(ROLES)}}}
             ),
+            HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps({TENANT: {HOOK_REF: "whsec_test"}}),
             HORAE_PLANNER_SLOT=slot,
             HORAE_MIN_INTERVAL_S="1",
             HORAE_PLANNER_TICK_S="0.2",

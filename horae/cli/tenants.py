@@ -1,0 +1,116 @@
+"""``horae tenants suspend | resume NAME``: the platform suspends a tenant, or lifts it.
+
+Usage::
+
+    horae tenants suspend NAME [--reason TEXT]
+    horae tenants resume NAME [--reason TEXT]
+
+Signs one command with the platform key (``HORAE_PLATFORM_KEY``, key id
+``HORAE_PLATFORM_KEY_ID``): kind ``pause`` (suspend) or ``resume`` (lift), trigger id ``*`` (the
+whole tenant), role ``platform``, a fresh command id, ``expires_at`` = now +
+``HORAE_COMMAND_MAX_TTL_S``. A tenant's triggers span every partition, so the same signed bytes go
+to EVERY partition of ``<prefix>commands`` (idempotent producer, flushed); each planner partition
+applies it once to its triggers. Prints one line per partition; exit code 0 when every partition
+has it, 1 when one did not, 2 when the platform key is unset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from horae.cli.common import add_flags
+from horae.contracts import events as ev
+from horae.contracts import signing
+from horae.contracts.codec import encode
+from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.devstack.stack import LocalStack
+from horae.settings import Settings
+
+ACTIONS = {"suspend": ev.CommandKind.PAUSE, "resume": ev.CommandKind.RESUME}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    tenants = subparsers.add_parser("tenants", help="suspend or resume a tenant (platform key)")
+    sub = tenants.add_subparsers(dest="tenants_command", metavar="ACTION", required=True)
+    helps = {
+        "suspend": "stop every trigger of a tenant (each instant recorded 'tenant suspended')",
+        "resume": "lift a suspension (triggers resume under their misfire policy)",
+    }
+    for action, text in helps.items():
+        p = sub.add_parser(action, help=text, description=text)
+        p.add_argument("tenant", metavar="NAME", help="the tenant")
+        p.add_argument("--reason", default=None, help="why (kept in the command)")
+        add_flags(
+            p,
+            None,
+            only=["kafka_bootstrap", "topic_prefix", "platform_key_id", "command_max_ttl_s"],
+        )
+        p.set_defaults(func=_run)
+
+
+def tenant_command(
+    settings: Settings, tenant: str, kind: ev.CommandKind, reason: str | None, now: datetime
+) -> ev.Command:
+    """The platform-signed tenant-wide command; ValueError when the platform key is unset."""
+    if settings.platform_key is None or not settings.platform_key.get_secret_value():
+        raise ValueError("HORAE_PLATFORM_KEY is not set: only the platform key may sign this")
+    command = ev.Command(
+        command_id=f"tenant-{kind.value}-{uuid.uuid4().hex}",
+        tenant=tenant,
+        trigger_id=ev.TENANT_WIDE,
+        kind=kind,
+        requested_by=settings.platform_key_id,
+        role=ev.Role.PLATFORM,
+        requested_at=now.replace(microsecond=0),
+        reason=reason,
+        expires_at=now + timedelta(seconds=settings.command_max_ttl_s),
+    )
+    key = settings.platform_key.get_secret_value().encode()
+    return signing.sign(command, settings.platform_key_id, key)
+
+
+def _run(settings: Settings, args: argparse.Namespace) -> int:
+    name = f"horae tenants {args.tenants_command}"
+    try:
+        command = tenant_command(
+            settings, args.tenant, ACTIONS[args.tenants_command], args.reason, datetime.now(UTC)
+        )
+    except ValueError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 2
+    if settings.tenant_keys and args.tenant not in settings.tenant_keys:
+        print(
+            f"{name}: warning: tenant {args.tenant!r} is not in HORAE_TENANT_KEYS", file=sys.stderr
+        )
+    bootstrap = LocalStack.from_settings(settings).endpoints.kafka_bootstrap
+    topic = topic_name(Topic.COMMANDS, settings.topic_prefix)
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS})
+    metadata = producer.list_topics(topic, timeout=30).topics.get(topic)
+    if metadata is None or metadata.error is not None or not metadata.partitions:
+        print(f"{name}: topic {topic!r} not found (run `horae topics apply`)", file=sys.stderr)
+        return 1
+    results: dict[int, str] = {}
+
+    def delivered(err: KafkaError | None, msg: Message) -> None:
+        results[msg.partition() or 0] = f"offset {msg.offset()}" if err is None else f"FAILED {err}"
+
+    key, value = ev.trigger_key(command.tenant, command.trigger_id), encode(command)
+    partitions = sorted(metadata.partitions)
+    for partition in partitions:
+        producer.produce(topic, value, key, partition=partition, on_delivery=delivered)
+    left = producer.flush(30)
+    for partition in partitions:
+        print(f"{topic}[{partition}]: {results.get(partition, 'not delivered')}")
+    done = sum(1 for r in results.values() if r.startswith("offset"))
+    verb = "suspended" if command.kind is ev.CommandKind.PAUSE else "resumed"
+    print(
+        f"tenant {command.tenant!r} {verb} by command {command.command_id} "
+        f"(expires {command.expires_at.isoformat() if command.expires_at else '-'}): "
+        f"{done}/{len(partitions)} partitions"
+    )
+    return 0 if left == 0 and done == len(partitions) else 1
