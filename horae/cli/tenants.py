@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     }
     for action, text in helps.items():
         p = sub.add_parser(action, help=text, description=text)
-        p.add_argument("tenant", metavar="NAME", help="the tenant")
+        p.add_argument("tenant", nargs="?", metavar="NAME", help="the tenant (required)")
         p.add_argument("--reason", default=None, help="why (kept in the command)")
         add_flags(
             p,
@@ -76,6 +76,9 @@ def tenant_command(
 
 def _run(settings: Settings, args: argparse.Namespace) -> int:
     name = f"horae tenants {args.tenants_command}"
+    if not args.tenant:
+        print(f"{name}: NAME (the tenant) is required", file=sys.stderr)
+        return 2
     try:
         command = tenant_command(
             settings, args.tenant, ACTIONS[args.tenants_command], args.reason, datetime.now(UTC)

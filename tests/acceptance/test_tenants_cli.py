@@ -63,6 +63,8 @@ def _fires(env: PlannerEnv, since: float) -> list[ev.FireRecord]:
 def test_suspend_records_instants_and_resume_fires_again(planner_env: PlannerEnv) -> None:
     code, out = _tenants(planner_env, "suspend", TENANT, key=None)
     assert code == 2 and "HORAE_PLATFORM_KEY is not set" in out
+    code, out = _tenants(planner_env, "resume")
+    assert code == 2 and "NAME (the tenant) is required" in out
 
     planner_env.put(definition("sec"))  # every second
     planner = planner_env.spawn("a", {"HORAE_PLATFORM_KEY": PLATFORM_KEY})
