@@ -3,7 +3,8 @@
     from horae.client import HoraeClient, cron_trigger
 
     client = HoraeClient("127.0.0.1:19092", tenant="acme", key_id="acme-1", key=b"secret")
-    client.put(cron_trigger("acme", "nightly", "0 9 * * 1-5", "https://hooks.acme.example/x"))
+    client.put(cron_trigger("acme", "nightly", "0 9 * * 1-5", "https://hooks.acme.example/x",
+                            secret_refs=["acme-hook"]))
     for event in client.schedule_events(group_id="acme-watch", timeout_s=60):
         print(event.type, event.trigger_id, event.scheduled_at)
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Literal
@@ -52,15 +53,18 @@ def cron_trigger(
     author: str = "client",
     payload: bytes = b"",
     policies: ev.Policies | None = None,
+    secret_refs: Sequence[str] = (),
 ) -> ev.TriggerDefinition:
-    """An (unsigned) live cron definition calling ``url``, with safe default policies."""
+    """An (unsigned) live cron definition calling ``url``, with safe default policies, signed at
+    delivery with the tenant's webhook secrets named by ``secret_refs`` (current first; the
+    planner refuses a webhook without one its tenant owns)."""
     return ev.TriggerDefinition(
         tenant=tenant,
         trigger_id=trigger_id,
         version=version,
         state=ev.DefinitionState.LIVE,
         recurrence=ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=expr, zone=zone),
-        target=ev.Target(kind=ev.TargetKind.WEBHOOK, url=url),
+        target=ev.Target(kind=ev.TargetKind.WEBHOOK, url=url, secret_refs=tuple(secret_refs)),
         authored_at=datetime.now(UTC).replace(microsecond=0),
         author=author,
         payload=payload,

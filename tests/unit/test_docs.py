@@ -5,6 +5,7 @@ stripped before its path is resolved."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -23,12 +24,13 @@ _EXTERNAL = ("http://", "https://", "mailto:")
 
 
 def markdown_files(root: Path) -> list[Path]:
-    """Every ``*.md`` under ``root``, outside the skipped folders."""
-    return sorted(
-        path
-        for path in root.rglob("*.md")
-        if path.is_file() and not SKIPPED_DIRS.intersection(path.relative_to(root).parts)
-    )
+    """Every ``*.md`` under ``root``, outside the skipped folders (never entered: a running
+    broker's data directory changes under a walk)."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
+        found += [Path(folder, f) for f in files if f.endswith(".md")]
+    return sorted(found)
 
 
 def link_targets(text: str) -> list[str]:
