@@ -189,10 +189,7 @@ class Projector:
 
         self._db(read)
         out = []
-        prefix = self.config.topic_prefix
         for tp in partitions:
-            if tp.topic not in self.mapper.topics and is_events_topic(tp.topic, prefix):
-                self.mapper.topics[tp.topic] = Topic.SCHEDULE_EVENTS  # a tenant's events topic
             offset = stored.get((tp.topic, tp.partition), OFFSET_BEGINNING)
             out.append(TopicPartition(tp.topic, tp.partition, offset))
             self.positions[(tp.topic, tp.partition)] = max(offset, 0)

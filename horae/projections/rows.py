@@ -216,11 +216,17 @@ class Batch:
 
 class RecordMapper:
     """Turns consumed records into a :class:`Batch`; ``topics`` maps full topic names to the
-    projected topic they are (``<prefix><suffix>``)."""
+    projected topic they are (``<prefix><suffix>``). A tenant's events topic under the same prefix
+    (``<prefix>events.<token>``, see :func:`~horae.contracts.topics.events_topic`) is recognised
+    the first time one of its records comes."""
 
     def __init__(self, codec: Codec, topics: Mapping[str, Topic]) -> None:
         self.codec = codec
         self.topics = dict(topics)
+        prefixes = {
+            name[: -len(t.value)] for name, t in self.topics.items() if name.endswith(t.value)
+        }
+        self._events = tuple(f"{p}{Topic.SCHEDULE_EVENTS.value}." for p in prefixes)
 
     def add(
         self,
@@ -244,6 +250,8 @@ class RecordMapper:
             batch.tombstones += 1
             return
         suffix = self.topics.get(topic)
+        if suffix is None and topic.startswith(self._events):  # a tenant's events topic
+            suffix = self.topics[topic] = Topic.SCHEDULE_EVENTS
         if suffix is None or suffix not in PROJECTED:
             err = DecodeError("topic", f"{topic} is not a projected topic")
             batch.add_error(topic, partition, offset, err, key, value, timestamp_ms)
