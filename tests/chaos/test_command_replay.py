@@ -45,6 +45,9 @@ def test_same_command_across_a_sigkill_fires_once(planner_env: PlannerEnv) -> No
     planner_env.put(definition("hourly", "0 * * * *"))
     run = command("hourly", ev.CommandKind.MANUAL_RUN)
     first = planner_env.spawn("replay")
+    wait_until(  # the trigger is live before its command comes (topics are not ordered)
+        lambda: consumed(planner_env, Topic.DEFINITIONS), 90, 0.2, "definition never decided"
+    )
     planner_env.send(run)
     _committed(planner_env, "the first copy was never committed")
     first.send_signal(signal.SIGKILL)
