@@ -4,7 +4,8 @@ Per trigger (a :class:`~horae.streams.planner.index.TriggerEntry`):
 - a new live trigger starts deciding after the moment it arrived (no fires for its past);
 - each due tick evaluates ``(last_decided, now]`` with :func:`horae.domain.misfire.evaluate_misfire`
   — the same function on a normal tick, after a restart, a rebalance or an outage: on-time instants
-  fire on the ``on_time`` lane, missed ones follow the misfire policy (``catch_up`` lane), instants
+  (judged against their jittered due time: the grace stretches with the jitter) fire on the
+  ``on_time`` lane, missed ones follow the misfire policy (``catch_up`` lane), instants
   past the catch-up horizon are recorded ``expired: past horizon``;
 - an amendment (a higher version) first decides what is already due under the old version, then
   takes effect for later instants; a lower or equal version is stale and quarantined;
@@ -398,12 +399,13 @@ class Decider:
             entry.spec.misfire,
             entry.spec.horizon_s,
             max_records=0 if resumed else MAX_RECORDS_PER_EVALUATION,
+            jitter_ms=entry.spec.jitter.max_ms,
+            jitter_key=key,
         )
         tz = entry.schedule.tzdata
         out: list[Emit] = []
         for fire in outcome.fires:
             lane = ev.Lane.CATCH_UP if fire.catch_up else ev.Lane.ON_TIME
-            jitter = 0 if fire.catch_up else self._jitter_ms(key, entry, fire.scheduled)
             following = entry.schedule.next_after(fire.scheduled)
             out += fire_outputs(
                 self.router,
@@ -413,7 +415,7 @@ class Decider:
                 origin=ev.Origin.SCHEDULED,
                 lane=lane,
                 now=now,
-                jitter_ms=jitter,
+                jitter_ms=fire.jitter_ms,
                 tzdata=tz,
                 next_instant=following,
             )
