@@ -1,14 +1,20 @@
-"""Declared policies take effect on the real broker, on a virtual clock: jitter."""
+"""Declared policies take effect on the real broker, on a virtual clock: jitter, start/end."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from datetime import UTC, datetime
 from functools import partial
 
 from horae.contracts import events as ev
+from horae.contracts import signing
+from horae.contracts.codec import decode
 from horae.contracts.topics import Topic
 from horae.domain.jitter import jitter_offset
 from tests.integration.planner.harness import (
+    KEY_ID,
+    SECRET,
     TENANT,
     PlannerEnv,
     consumed,
@@ -16,6 +22,7 @@ from tests.integration.planner.harness import (
     definition,
     duplicates,
     ledger,
+    read_all,
 )
 from tests.waiting import wait_until
 
@@ -56,3 +63,46 @@ def test_jitter_of_300_s_on_an_hourly_trigger_over_two_days_fires_every_instant_
         assert f.jitter_ms == jitter_offset(key, t, JITTER_S * 1000, t + HOUR)
         assert f.due_at.timestamp() == t + f.jitter_ms / 1000
     assert max(f.jitter_ms for f in fires) > 60_000, "offsets beyond the grace were exercised"
+
+
+def _events(env: PlannerEnv) -> list[ev.ScheduleEvent]:
+    records = read_all(env.bootstrap, env.topic(Topic.SCHEDULE_EVENTS))
+    return [decode(v, ev.ScheduleEvent) for _, v in records if v]
+
+
+def test_start_and_end_bound_a_trigger_and_it_completes_once(planner_env: PlannerEnv) -> None:
+    """A minute trigger with start and end fires exactly the minutes in [start, end], then
+    emits schedule.completed once — and a restart does not emit it again."""
+    v0 = int(time.time()) // 60 * 60 + 30
+    virtual = [float(v0)]
+    d = definition("bounded", "* * * * *")
+    recurrence = replace(
+        d.recurrence,
+        start=datetime.fromtimestamp(v0 + 150, UTC),
+        end=datetime.fromtimestamp(v0 + 330, UTC),
+    )
+    planner_env.put(signing.sign(replace(d, recurrence=recurrence, signature=None), KEY_ID, SECRET))
+    clock = {"clock": lambda: virtual[0], "max_skew_s": 1e9}
+    planner_env.start_thread("a", **clock)  # type: ignore[arg-type]
+    wait_until(lambda: consumed(planner_env, Topic.DEFINITIONS), 60, 0.2, "definition applied")
+    expected = [v0 + 150, v0 + 210, v0 + 270, v0 + 330]  # both bounds included
+    for t in expected:  # each minute of the window, 1 s after it (a minute before is early)
+        virtual[0] = t + 1.0
+        wait_until(partial(decided_since, planner_env, t, ["bounded"]), 60, 0.1, f"{t}")
+    virtual[0] = v0 + 631.0  # five minutes past the end
+    wait_until(
+        lambda: any(e.type == ev.ScheduleEventType.COMPLETED.value for e in _events(planner_env)),
+        60,
+        0.1,
+        "completed",
+    )
+    planner_env.stop_threads()
+    planner_env.start_thread("a", **clock)  # type: ignore[arg-type]
+    virtual[0] += 600
+    planner_env.put(definition("other", "* * * * *"))  # consumed: the restarted one decided
+    wait_until(lambda: consumed(planner_env, Topic.DEFINITIONS), 60, 0.2, "restarted")
+    planner_env.stop_threads()
+    fires = [f for f in ledger(planner_env) if f.trigger_id == "bounded"]
+    assert sorted(int(f.scheduled_at.timestamp()) for f in fires) == expected
+    completed = [e for e in _events(planner_env) if e.type == ev.ScheduleEventType.COMPLETED.value]
+    assert [e.trigger_id for e in completed] == ["bounded"]

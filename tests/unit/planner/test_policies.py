@@ -1,14 +1,19 @@
 """Declared policies take effect in the planner (on the in-memory log and a virtual clock):
-jitter judged against the jittered due time, deterministic across a restart."""
+jitter judged against the jittered due time, deterministic across a restart; ``start``/``end``
+bound the instants and a trigger past its end completes once."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
 from horae.contracts import events as ev
+from horae.contracts import signing
 from horae.contracts.topics import Topic
 from horae.domain.jitter import jitter_offset
-from tests.unit.planner.builders import TENANT, definition
+from tests.unit.planner.builders import KEY_ID, SECRET, TENANT, definition
 from tests.unit.planner.rig import Rig
 
 HOUR = 3600
@@ -19,10 +24,10 @@ def _run_until(rig: Rig, until: float, late_s: float) -> None:
     """Step the planner as its loop would: wake ``late_s`` after each earliest due time."""
     while True:
         due = [d for i in rig.planner.indexes.values() if (d := i.earliest_due()) is not None]
-        wake = min(due) + late_s if due else until
-        if wake > until:
+        if not due or min(due) + late_s > until:
+            rig.step(max(0.0, until - rig.clock.now()))
             return
-        rig.step(max(0.0, wake - rig.clock.now()))
+        rig.step(max(0.0, min(due) + late_s - rig.clock.now()))
 
 
 @pytest.mark.parametrize("misfire", list(ev.Misfire))
@@ -65,3 +70,61 @@ def test_an_instant_decided_past_its_jittered_due_time_plus_grace_follows_the_mi
     assert len(fires) == 3
     assert all(f.state is ev.FireState.SKIPPED for f in fires)
     assert {f.cause for f in fires} == {"skipped: misfire policy"}
+
+
+def _bounded(
+    trigger_id: str, expr: str, start: float | None, end: float | None
+) -> ev.TriggerDefinition:
+    d = definition(trigger_id, expr)
+    at = {
+        name: None if value is None else datetime.fromtimestamp(value, UTC)
+        for name, value in (("start", start), ("end", end))
+    }
+    recurrence = replace(d.recurrence, **at)  # type: ignore[arg-type]
+    return signing.sign(replace(d, recurrence=recurrence, signature=None), KEY_ID, SECRET)
+
+
+def test_start_and_end_bound_the_instants_and_completion_is_emitted_once(rig: Rig) -> None:
+    t0 = int(rig.clock.now())
+    rig.put(_bounded("window", "* * * * *", t0 + 300, t0 + 600))
+    rig.put(_bounded("from", "* * * * *", t0 + 300, None))
+    rig.step()
+    _run_until(rig, t0 + 1200, late_s=1.0)
+    rig.restart()
+    rig.step()
+    _run_until(rig, t0 + 1800, late_s=1.0)
+    window = sorted(
+        int(f.scheduled_at.timestamp()) for f in rig.fires() if f.trigger_id == "window"
+    )
+    assert window == list(range(t0 + 300, t0 + 601, 60)), "nothing before start, after end"
+    opened = sorted(int(f.scheduled_at.timestamp()) for f in rig.fires() if f.trigger_id == "from")
+    assert opened == list(range(t0 + 300, t0 + 1801, 60))
+    completed = [
+        e
+        for e in rig.read(Topic.SCHEDULE_EVENTS, ev.ScheduleEvent)
+        if e.type == ev.ScheduleEventType.COMPLETED.value
+    ]
+    assert [(e.trigger_id, e.emitted_at.timestamp()) for e in completed] == [
+        ("window", t0 + 601.0)
+    ], "once, when the cursor passed the end"
+    states = [s for s in rig.read(Topic.PLANNER_STATE, ev.PlannerState) if s.trigger_id == "window"]
+    assert states[-1].next_instant is None and states[-1].state is ev.DefinitionState.LIVE
+
+
+def test_a_definition_ending_in_the_past_is_refused_and_a_later_end_revives_a_completed_one(
+    rig: Rig,
+) -> None:
+    t0 = int(rig.clock.now())
+    rig.put(_bounded("old", "* * * * *", None, t0 - 60))
+    rig.put(_bounded("short", "* * * * *", None, t0 + 120))
+    rig.step()
+    assert rig.quarantined() == ["invalid"]
+    _run_until(rig, t0 + 300, late_s=1.0)
+    assert rig.events() == [ev.ScheduleEventType.COMPLETED.value]
+    longer = _bounded("short", "* * * * *", None, t0 + 600)
+    rig.put(signing.sign(replace(longer, version=2, signature=None), KEY_ID, SECRET))
+    rig.step()
+    _run_until(rig, t0 + 900, late_s=1.0)
+    short = sorted(int(f.scheduled_at.timestamp()) for f in rig.fires() if f.trigger_id == "short")
+    assert short == [t0 + 60, t0 + 120, *range(t0 + 360, t0 + 601, 60)]
+    assert rig.events() == [ev.ScheduleEventType.COMPLETED.value] * 2
