@@ -106,3 +106,28 @@ def test_start_and_end_bound_a_trigger_and_it_completes_once(planner_env: Planne
     assert sorted(int(f.scheduled_at.timestamp()) for f in fires) == expected
     completed = [e for e in _events(planner_env) if e.type == ev.ScheduleEventType.COMPLETED.value]
     assert [e.trigger_id for e in completed] == ["bounded"]
+
+
+def test_an_undecodable_planner_state_is_rebuilt_from_the_definition(
+    planner_env: PlannerEnv,
+) -> None:
+    planner_env.put(definition("tick"))
+    planner_env.start_thread("a")
+    wait_until(lambda: consumed(planner_env, Topic.DEFINITIONS), 60, 0.2, "definition applied")
+    planner_env.stop_threads()
+    planner_env.produce(Topic.PLANNER_STATE, b"acme/tick", b"\x00garbage")
+    restarted = time.time()
+    planner_env.start_thread("a")
+    wait_until(
+        partial(decided_since, planner_env, restarted + 2, ["tick"]), 60, 0.2, "tick decided"
+    )
+    planner_env.stop_threads()
+    records = read_all(planner_env.bootstrap, planner_env.topic(Topic.QUARANTINE))
+    (q,) = [decode(v, ev.Quarantined) for _, v in records if v]
+    assert (q.cause, q.original_key, q.trigger_id, q.original) == (
+        "state-undecodable",
+        b"acme/tick",
+        "tick",
+        b"\x00garbage",
+    )
+    assert not duplicates([f for f in ledger(planner_env) if f.trigger_id == "tick"])

@@ -128,3 +128,38 @@ def test_a_definition_ending_in_the_past_is_refused_and_a_later_end_revives_a_co
     short = sorted(int(f.scheduled_at.timestamp()) for f in rig.fires() if f.trigger_id == "short")
     assert short == [t0 + 60, t0 + 120, *range(t0 + 360, t0 + 601, 60)]
     assert rig.events() == [ev.ScheduleEventType.COMPLETED.value] * 2
+
+
+def test_an_undecodable_state_is_rebuilt_from_the_definition_with_its_cause(rig: Rig) -> None:
+    rig.put(definition("tick", "* * * * * *"))
+    rig.step()
+    rig.step(1.0)
+    rig.log.produce(rig.name(Topic.PLANNER_STATE), b"acme/tick", b"\x00garbage")
+    rig.log.produce(rig.name(Topic.PLANNER_STATE), b"acme/gone", b"\x00garbage")  # no definition
+    rig.restart()
+    restarted = rig.clock.now()
+    rig.step()
+    for _ in range(3):
+        rig.step(1.0)
+    after = sorted(
+        int(f.scheduled_at.timestamp())
+        for f in rig.fires()
+        if f.scheduled_at.timestamp() > restarted
+    )
+    assert after == [int(restarted) + 1, int(restarted) + 2, int(restarted) + 3], "not dropped"
+    quarantined = rig.read(Topic.QUARANTINE, ev.Quarantined)
+    assert sorted((q.cause, q.original_key, q.trigger_id) for q in quarantined) == [
+        ("state-undecodable", b"acme/gone", None),
+        ("state-undecodable", b"acme/tick", "tick"),
+    ]
+    assert all(q.original == b"\x00garbage" for q in quarantined)
+    assert "rebuilt from accepted version 1" in next(q.detail for q in quarantined if q.trigger_id)
+    sample = rig.planner.metrics.registry.get_sample_value(
+        "horae_planner_quarantined_records_total", {"cause": "state-undecodable"}
+    )
+    assert sample == 2.0
+    rig.restart()  # its state is readable again: nothing more to quarantine for it
+    rig.step()
+    rig.step(1.0)
+    again = [q.original_key or b"" for q in rig.read(Topic.QUARANTINE, ev.Quarantined)]
+    assert sorted(again) == [b"acme/gone", b"acme/gone", b"acme/tick"]
