@@ -6,6 +6,7 @@ validate: a :class:`horae.domain.errors.ValidationError` names the offending fie
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -97,4 +98,6 @@ def trigger_spec(d: ev.TriggerDefinition) -> TriggerSpec:
         overlap=OverlapPolicy(p.overlap.value),
         jitter=JitterPolicy(p.jitter_s * 1000),
         retry=retry_to_domain(p.retry),
+        start=None if r.start is None else math.ceil(r.start.timestamp()),
+        end=None if r.end is None else math.floor(r.end.timestamp()),
     )

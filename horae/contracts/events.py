@@ -127,6 +127,7 @@ class ScheduleEventType(StrEnum):
     SUCCEEDED = "schedule.succeeded"
     FAILED = "schedule.failed"
     REJECTED = "schedule.rejected"
+    COMPLETED = "schedule.completed"  # no instant left (past its end, or its last ``at``)
 
 
 # --- building blocks -----------------------------------------------------------------------

@@ -12,6 +12,7 @@ evicting it. ``every`` is arithmetic and ``at`` a bisection, both O(1)/O(log n) 
 All instants are ``int`` epoch seconds (:mod:`horae.domain.timefmt`). ``next_after(t)`` is the
 first instant strictly after ``t``, or ``None`` when there is none (within :data:`SEARCH_YEARS` for
 cron). Every schedule exposes ``tzdata`` (the zone database release it was computed with).
+:class:`BoundedSchedule` keeps only the instants of another schedule within ``[start, end]``.
 """
 
 from __future__ import annotations
@@ -89,6 +90,27 @@ class AtSchedule:
     def next_after(self, t: int) -> int | None:
         i = bisect_right(self.instants, t)
         return self.instants[i] if i < len(self.instants) else None
+
+
+class BoundedSchedule:
+    """The instants of ``inner`` in ``[start, end]`` (both inclusive; ``None``: unbounded)."""
+
+    __slots__ = ("end", "inner", "start", "tzdata", "zone_key")
+
+    def __init__(self, inner: Schedule, start: int | None, end: int | None) -> None:
+        self.inner = inner
+        self.start = start
+        self.end = end
+        self.zone_key = inner.zone_key
+        self.tzdata = inner.tzdata
+
+    def next_after(self, t: int) -> int | None:
+        if self.start is not None and t < self.start:
+            t = self.start - 1
+        value = self.inner.next_after(t)
+        if value is None or (self.end is not None and value > self.end):
+            return None
+        return value
 
 
 Window = tuple[int, int, list[int]]  # (lo, end, instants): valid for lo <= t < end

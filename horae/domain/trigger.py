@@ -13,11 +13,14 @@ field             type                                           default
 ``overlap``       :class:`OverlapPolicy`                         ``allow``
 ``jitter``        :class:`JitterPolicy`                          0 ms
 ``retry``         :class:`BackoffPolicy`                           5 attempts, 1 s x2 .. 5 min
+``start``         epoch seconds: no instant before it            ``None``
+``end``           epoch seconds: no instant after it             ``None``
 ================  =============================================  ==========================
 
 Construction checks structure (types, ranges, known zone). :func:`validate_trigger` ``(spec, now,
 limits)`` adds the checks that depend on configuration or on ``now``: minimum interval (default
-60 s, cron included), horizon ceiling, and at least one instant in the next 5 years.
+60 s, cron included), horizon ceiling, an ``end`` not in the past, and at least one instant (within
+``start``/``end``) in the next 5 years.
 ``TriggerSpec.from_dict(spec.to_dict()) == spec`` for every spec; :meth:`TriggerSpec.schedule`
 returns the shared compiled schedule.
 """
@@ -25,6 +28,7 @@ returns the shared compiled schedule.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,11 +47,21 @@ from horae.domain.recurrence import (
     recurrence_from_dict,
 )
 from horae.domain.retry import BackoffPolicy
-from horae.domain.schedule import AtSchedule, CronSchedule, EverySchedule, compile_schedule
+from horae.domain.schedule import (
+    AtSchedule,
+    BoundedSchedule,
+    CronSchedule,
+    EverySchedule,
+    compile_schedule,
+)
 from horae.domain.serialization import check_keys, get_int, get_str
+from horae.domain.timefmt import MAX_EPOCH, MIN_EPOCH, format_utc, parse_instant
 from horae.domain.tzdb import load_zone
 
-_KEYS = {"recurrence", "zone", "dst", "misfire", "horizon_s", "overlap", "jitter", "retry"}
+_KEYS = {
+    "recurrence", "zone", "dst", "misfire", "horizon_s", "overlap", "jitter", "retry", "start",
+    "end",
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +84,8 @@ class TriggerSpec:
     overlap: OverlapPolicy = OverlapPolicy.ALLOW
     jitter: JitterPolicy = field(default_factory=JitterPolicy)
     retry: BackoffPolicy = field(default_factory=BackoffPolicy)
+    start: int | None = None  # no instant before it (epoch seconds)
+    end: int | None = None  # no instant after it (epoch seconds)
 
     def __post_init__(self) -> None:
         if not isinstance(self.recurrence, CronSpec | EverySpec | AtSpec):
@@ -81,10 +97,24 @@ class TriggerSpec:
         if not 0 <= horizon <= MAX_HORIZON_S:
             raise ValidationError("horizon_s", horizon, f"out of range 0..{MAX_HORIZON_S}")
         object.__setattr__(self, "overlap", enum_value(OverlapPolicy, self.overlap, "overlap"))
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not MIN_EPOCH <= value <= MAX_EPOCH
+            ):
+                raise ValidationError(name, value, "expected an instant (epoch seconds)")
+        if self.start is not None and self.end is not None and self.end < self.start:
+            raise ValidationError("end", format_utc(self.end), "before start")
 
-    def schedule(self) -> CronSchedule | EverySchedule | AtSchedule:
-        """The shared compiled schedule of this trigger."""
-        return compile_schedule(self.recurrence, self.zone, self.dst)
+    def schedule(self) -> CronSchedule | EverySchedule | AtSchedule | BoundedSchedule:
+        """The compiled schedule of this trigger (the recurrence's is shared), within
+        ``start``/``end`` when either is set."""
+        inner = compile_schedule(self.recurrence, self.zone, self.dst)
+        if self.start is None and self.end is None:
+            return inner
+        return BoundedSchedule(inner, self.start, self.end)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +126,10 @@ class TriggerSpec:
             "overlap": self.overlap.value,
             "jitter": self.jitter.to_dict(),
             "retry": self.retry.to_dict(),
+        } | {
+            name: format_utc(value)
+            for name in ("start", "end")
+            if (value := getattr(self, name)) is not None
         }
 
     @classmethod
@@ -112,7 +146,14 @@ class TriggerSpec:
             overlap=enum_value(OverlapPolicy, body.get("overlap", "allow"), "overlap"),
             jitter=JitterPolicy.from_dict(body.get("jitter", {})),
             retry=BackoffPolicy.from_dict(body.get("retry", {})),
+            start=_instant_or_none(body, "start"),
+            end=_instant_or_none(body, "end"),
         )
+
+
+def _instant_or_none(body: Mapping[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    return None if value is None else parse_instant(value, name, whole_seconds=True)
 
 
 def min_spacing_s(recurrence: RecurrenceSpec) -> int | None:
@@ -146,6 +187,10 @@ def validate_trigger(spec: TriggerSpec, now: int, limits: Limits = Limits()) -> 
     if spec.misfire.max_fires > limits.max_fires:
         raise ValidationError(
             "misfire.max_fires", spec.misfire.max_fires, f"at most {limits.max_fires}"
+        )
+    if spec.end is not None and spec.end < now:
+        raise ValidationError(
+            "end", format_utc(spec.end), "in the past: the trigger would never fire"
         )
     if first_within(spec.schedule(), now, limits.satisfiable_years) is None:
         raise ValidationError(

@@ -4,14 +4,20 @@ Per trigger (a :class:`~horae.streams.planner.index.TriggerEntry`):
 - a new live trigger starts deciding after the moment it arrived (no fires for its past);
 - each due tick evaluates ``(last_decided, now]`` with :func:`horae.domain.misfire.evaluate_misfire`
   — the same function on a normal tick, after a restart, a rebalance or an outage: on-time instants
-  fire on the ``on_time`` lane, missed ones follow the misfire policy (``catch_up`` lane), instants
+  (judged against their jittered due time: the grace stretches with the jitter) fire on the
+  ``on_time`` lane, missed ones follow the misfire policy (``catch_up`` lane), instants
   past the catch-up horizon are recorded ``expired: past horizon``;
 - an amendment (a higher version) first decides what is already due under the old version, then
   takes effect for later instants; a lower or equal version is stale and quarantined;
 - pause stops deciding and is recorded once (``schedule.paused``); resume records the paused
   interval once (``schedule.resumed``) and applies the misfire policy to it; delete stops for good;
 - while its tenant is suspended a trigger's instants are decided on time but each is recorded
-  not fired with cause ``tenant suspended``; once lifted, deciding goes on under the misfire policy.
+  not fired with cause ``tenant suspended``; once lifted, deciding goes on under the misfire policy;
+- ``Recurrence.start``/``end`` bound the schedule (:class:`~horae.domain.schedule.BoundedSchedule`):
+  nothing before ``start``, nothing after ``end``. When deciding moves the cursor past a
+  trigger's last instant (past its end, or its last ``at`` instant), it is *completed*:
+  ``schedule.completed`` is emitted once and its state keeps ``next_instant`` null (out of the
+  due index, also after a restart).
 """
 
 from __future__ import annotations
@@ -356,6 +362,7 @@ class Decider:
         last = entry.last_decided
         if d.state is not ev.DefinitionState.LIVE or last is None or int(until) <= last:
             return []
+        had_next = entry.next_instant is not None
         out: list[Emit] = []
         schedule, stop = entry.schedule, int(until)
         t = schedule.next_after(last)
@@ -375,7 +382,7 @@ class Decider:
             t = schedule.next_after(t)
         entry.last_decided = last if t is not None and t <= stop else stop
         self._reschedule(key, entry)
-        return out
+        return self._completed(out, partition, entry, had_next, now)
 
     def decide_entry(
         self,
@@ -391,6 +398,7 @@ class Decider:
         last = entry.last_decided
         if d.state is not ev.DefinitionState.LIVE or last is None or int(until) <= last:
             return []
+        had_next = entry.next_instant is not None
         outcome = evaluate_misfire(
             entry.schedule,
             last,
@@ -398,12 +406,13 @@ class Decider:
             entry.spec.misfire,
             entry.spec.horizon_s,
             max_records=0 if resumed else MAX_RECORDS_PER_EVALUATION,
+            jitter_ms=entry.spec.jitter.max_ms,
+            jitter_key=key,
         )
         tz = entry.schedule.tzdata
         out: list[Emit] = []
         for fire in outcome.fires:
             lane = ev.Lane.CATCH_UP if fire.catch_up else ev.Lane.ON_TIME
-            jitter = 0 if fire.catch_up else self._jitter_ms(key, entry, fire.scheduled)
             following = entry.schedule.next_after(fire.scheduled)
             out += fire_outputs(
                 self.router,
@@ -413,7 +422,7 @@ class Decider:
                 origin=ev.Origin.SCHEDULED,
                 lane=lane,
                 now=now,
-                jitter_ms=jitter,
+                jitter_ms=fire.jitter_ms,
                 tzdata=tz,
                 next_instant=following,
             )
@@ -446,6 +455,21 @@ class Decider:
             )
         entry.last_decided = outcome.decided_through
         self._reschedule(key, entry)
+        return self._completed(out, partition, entry, had_next, now)
+
+    def _completed(
+        self, out: list[Emit], partition: int, entry: TriggerEntry, had_next: bool, now: float
+    ) -> list[Emit]:
+        """``out``, and ``schedule.completed`` when deciding just passed the last instant
+        (``had_next``: the trigger had one before)."""
+        if had_next and entry.next_instant is None:
+            d = entry.definition
+            last = entry.spec.end
+            cause = "completed: no instant left" + (
+                "" if last is None else f" before its end {utc_datetime(last).isoformat()}"
+            )
+            kind = ev.ScheduleEventType.COMPLETED
+            out.append(schedule_event(self.router, d, partition, kind, now, cause))
         return out
 
     # --- durable state ------------------------------------------------------------------

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from horae.contracts.events import AppliedCommand, TriggerDefinition
 from horae.domain.schedule import Schedule
 from horae.domain.trigger import TriggerSpec
+from horae.ports import Emit
 
 
 @dataclass(slots=True, kw_only=True)
@@ -47,6 +48,8 @@ class DueIndex:
         self.partition = partition
         self.entries: dict[str, TriggerEntry] = {}
         self.tenants: dict[str, TenantEntry] = {}  # tenants with a tenant-wide command
+        #: records the rebuild owes the log (an undecodable state's cause), committed next
+        self.pending: list[Emit] = []
         self._heap: list[tuple[float, str]] = []
 
     def __len__(self) -> int:

@@ -5,6 +5,15 @@ The planner writes both, in the transaction that commits the input offsets that 
 they agree with each other and with the group's committed position: a definition is on
 ``definitions.accepted`` only if it passed ingress (signature, validation) when first consumed, and
 the ingress topic is not read here at all (a forged or stale record there changes nothing).
+
+A trigger whose latest planner-state record does not decode is not dropped: it is rebuilt from its
+latest accepted definition as a new trigger would be (deciding from ``now``: no instant is decided
+twice; instants between its last readable state and ``now`` are not decided, and a pause by
+command is forgotten), and the index's :attr:`~horae.streams.planner.index.DueIndex.pending`
+records carry the cause — a ``Quarantined`` record (cause ``state-undecodable``, the original
+bytes, counted by the planner's quarantine metric) and a fresh, readable state for the trigger,
+committed with the next batch. An undecodable state with no accepted definition, or a tenant's
+(``<tenant>/*``), is quarantined the same way; there is nothing to rebuild it from.
 """
 
 from __future__ import annotations
@@ -16,8 +25,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
-from horae.ports import PartitionReader
+from horae.contracts.quarantine import quarantine
+from horae.ports import InputRecord, PartitionReader
 from horae.streams.planner.index import DueIndex
+from horae.streams.planner.records import utc_datetime
+
+UNDECODABLE_STATE = "state-undecodable"
 
 if TYPE_CHECKING:
     from horae.streams.planner.decide import Decider
@@ -84,29 +97,55 @@ def rebuild_partition(
     now: float,
 ) -> DueIndex:
     states: dict[str, ev.PlannerState] = {}
+    undecodable: dict[str, tuple[InputRecord, str]] = {}  # key -> its latest record, why
     for msg in reader.read(state_topic, partition):
         value = msg.value()
         if value is None:
             continue
         try:
             state = decode(value, ev.PlannerState)
-        except DecodeError:
-            continue  # unreadable: ignored; a trigger left with no state drops out of the index
-        states[ev.trigger_key(state.tenant, state.trigger_id)] = state
+        except DecodeError as exc:
+            key = (msg.key() or b"").decode(errors="replace")
+            undecodable[key] = (msg, f"{exc.cause}: {exc.detail}")
+            states.pop(key, None)  # an older state is not the latest: never decide twice
+            continue
+        key = ev.trigger_key(state.tenant, state.trigger_id)
+        states[key] = state
+        undecodable.pop(key, None)
     index = DueIndex(partition)
     for tenant_state in states.values():
         if tenant_state.trigger_id == ev.TENANT_WIDE:
             index.tenants[tenant_state.tenant] = decider.restore_tenant(tenant_state, now)
+    latest: dict[str, ev.TriggerDefinition] = {}  # of the triggers with an undecodable state
     for msg in reader.read(accepted_topic, partition):
         key = (msg.key() or b"").decode(errors="replace")
         planner_state = states.get(key)
         value = msg.value()
-        if planner_state is None or value is None:
+        if value is None or (planner_state is None and key not in undecodable):
             continue
         try:
             definition = decode(value, ev.TriggerDefinition)
         except DecodeError:
             continue
-        if definition.version == planner_state.trigger_version:  # the latest accepted version
+        if planner_state is None:
+            latest[key] = definition
+        elif definition.version == planner_state.trigger_version:  # the latest accepted version
             index.put(key, decider.restore(definition, planner_state, now))
+    for key, (msg, why) in undecodable.items():
+        found = latest.get(key)
+        at = utc_datetime(now)
+        if found is None:
+            detail = f"{why}; no accepted definition to rebuild {key} from"
+            index.pending.append(
+                decider.router.emit(quarantine(msg, UNDECODABLE_STATE, detail, at), partition)
+            )
+            continue
+        entry = decider.restore(found, None, now)
+        index.put(key, entry)
+        detail = (
+            f"{why}; rebuilt from accepted version {found.version}, deciding from {at.isoformat()}"
+        )
+        record = quarantine(msg, UNDECODABLE_STATE, detail, at, found)
+        index.pending.append(decider.router.emit(record, partition))
+        index.pending.append(decider.state_output(partition, entry, now))
     return index

@@ -213,6 +213,10 @@ class Planner:
         records = self.txn.consume(1000, self._wait_s())
         now = self.clock.now()
         outputs: list[Emit] = []
+        for index in self.indexes.values():
+            if index.pending:  # what a rebuild owes the log (see rebuild_partition)
+                outputs.extend(index.pending)
+                index.pending = []
         for record in records:
             outputs.extend(self._apply(record, now))
         decide_until = now - self.config.epsilon_s

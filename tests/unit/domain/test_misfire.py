@@ -11,6 +11,7 @@ from horae.domain import (
     CAUSE_SKIPPED,
     CronSpec,
     EverySpec,
+    Fire,
     MisfireKind,
     MisfirePolicy,
     compile_schedule,
@@ -18,6 +19,7 @@ from horae.domain import (
     instants_between,
     parse_instant,
 )
+from horae.domain.jitter import jitter_offset
 
 
 def cases(n: int) -> settings:
@@ -144,3 +146,36 @@ def test_clock_behind_cursor_decides_nothing() -> None:
     schedule = compile_schedule(CronSpec("0 * * * *"), "UTC")
     outcome = evaluate_misfire(schedule, T0, T0 - 10, MisfirePolicy(), 3600)
     assert outcome.fires == () and outcome.not_fired == () and outcome.decided_through == T0
+
+
+@cases(300)
+@given(
+    jitter_s=st.integers(1, 3000),  # decided before the next instant
+    wake_s=st.integers(0, 400),
+    grace_s=st.integers(0, 120),
+    span_h=st.integers(1, 4),
+    paused=st.booleans(),
+)
+def test_lateness_counts_from_the_jittered_due_time(
+    jitter_s: int, wake_s: int, grace_s: int, span_h: int, paused: bool
+) -> None:
+    """Each instant of an hourly schedule, decided ``wake_s`` after its jittered due time, is on
+    time exactly when ``wake_s <= grace_s``, with its own deterministic offset; the fast path and
+    the general one (``paused`` forces it) agree."""
+    schedule = compile_schedule(CronSpec("0 * * * *"), "UTC")
+    policy = MisfirePolicy(MisfireKind.SKIP, grace_s=grace_s)
+    windows = ((0, 1),) if paused else ()
+    last = T0
+    for hour in range(1, span_h + 1):
+        t = T0 + hour * 3600
+        offset = jitter_offset("k", t, jitter_s * 1000, t + 3600)
+        now = t + (offset + 999) // 1000 + wake_s
+        outcome = evaluate_misfire(
+            schedule, last, now, policy, 86400, windows, jitter_ms=jitter_s * 1000, jitter_key="k"
+        )
+        late_ms = (now - t) * 1000 - offset
+        if late_ms <= grace_s * 1000:
+            assert outcome.fires == (Fire(t, late_ms // 1000, False, offset),)
+        else:
+            assert outcome.fires == () and [r.cause for r in outcome.not_fired] == [CAUSE_SKIPPED]
+        last = outcome.decided_through

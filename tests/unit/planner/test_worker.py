@@ -3,92 +3,14 @@ backfill ceilings, the clock gate and aborted transactions — each in milliseco
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TypeVar
-
-import pytest
 
 from horae.contracts import events as ev
 from horae.contracts import signing
-from horae.contracts.codec import decode, encode
-from horae.contracts.grants import Grants
-from horae.contracts.topics import Topic, events_topic, topic_name
-from horae.streams.planner.worker import Planner, PlannerConfig
-from horae.testing import InMemoryLog, InMemoryReader, VirtualBrokerClock, VirtualClock
-from tests.unit.planner.builders import KEY_ID, TENANT, TENANT_KEYS, command, definition
-
-PREFIX = "t."
-T0 = 1_800_000_000.0  # a minute boundary
-E = TypeVar("E", bound=ev.Event)
-
-
-@dataclass
-class Rig:
-    log: InMemoryLog
-    clock: VirtualClock
-    broker: VirtualBrokerClock
-    planner: Planner
-
-    def name(self, topic: Topic) -> str:
-        if topic is Topic.SCHEDULE_EVENTS:  # the tenant's own events topic
-            return events_topic(TENANT, PREFIX)
-        return topic_name(topic, PREFIX)
-
-    def put(self, d: ev.TriggerDefinition) -> None:
-        key = ev.trigger_key(d.tenant, d.trigger_id).encode()
-        self.log.produce(self.name(Topic.DEFINITIONS), key, encode(d))
-
-    def send(self, c: ev.Command) -> None:
-        key = ev.trigger_key(c.tenant, c.trigger_id).encode()
-        self.log.produce(self.name(Topic.COMMANDS), key, encode(c))
-
-    def step(self, advance_s: float = 0.0) -> None:
-        self.clock.advance(advance_s)
-        self.planner.step()
-
-    def read(self, topic: Topic, kind: type[E]) -> list[E]:
-        return [
-            decode(value, kind)
-            for r in self.log.records(self.name(topic))
-            if (value := r.value()) is not None
-        ]
-
-    def fires(self) -> list[ev.FireRecord]:
-        return self.read(Topic.FIRES, ev.FireRecord)
-
-    def events(self) -> list[str]:
-        return [e.type for e in self.read(Topic.SCHEDULE_EVENTS, ev.ScheduleEvent)]
-
-    def quarantined(self) -> list[str]:
-        return [q.cause for q in self.read(Topic.QUARANTINE, ev.Quarantined)]
-
-
-@pytest.fixture
-def rig() -> Rig:
-    log = InMemoryLog()
-    for t in Topic:
-        log.create_topic(topic_name(t, PREFIX), 4)
-    clock = VirtualClock(T0)
-    broker = VirtualBrokerClock(clock)
-    roles = {TENANT: {KEY_ID: frozenset({ev.Role.AUTHOR, ev.Role.POLICY})}}  # backfills too
-    config = PlannerConfig(
-        "unused:9092",
-        PREFIX,
-        "a",
-        tenant_keys=TENANT_KEYS,
-        min_interval_s=1,
-        grants=Grants(roles=roles),
-    )
-    planner = Planner(
-        config,
-        clock,
-        txn=log,
-        reader=InMemoryReader(log),
-        broker_clock=broker,
-        ensure_topics=lambda names: [log.create_topic(n, 4) for n in names] and None,
-    )
-    return Rig(log, clock, broker, planner)
+from horae.contracts.topics import Topic
+from tests.unit.planner.builders import KEY_ID, command, definition
+from tests.unit.planner.rig import T0, Rig
 
 
 def _instants(fires: list[ev.FireRecord]) -> list[int]:
