@@ -103,7 +103,12 @@ class KafkaBrokerClock:
         self._producer.poll(timeout_s)
 
     def close(self) -> None:
+        """Deliver what is pending (5 s at most), then drop what a broker never took: a queued
+        probe holds its callback (and so the gate), which would keep this producer reconnecting
+        for the life of the process."""
         self._producer.flush(5)
+        self._producer.purge()
+        self._producer.poll(0)  # serve the purged probes' reports
 
 
 class ClockGate:
