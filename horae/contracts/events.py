@@ -164,7 +164,9 @@ class Recurrence:
 @event
 @dataclass(frozen=True, slots=True)
 class Target:
-    """Where: a signed webhook call, or an event produced on a tenant topic."""
+    """Where: a signed webhook call, or a ``schedule.triggered`` event on a topic of the tenant.
+    ``body`` (webhooks): ``envelope`` (the Standard Webhooks JSON envelope around the payload,
+    :mod:`horae.outbound.envelope`) or ``raw`` (the payload bytes with their own content type)."""
 
     kind: TargetKind
     url: str | None = None
@@ -173,6 +175,7 @@ class Target:
     topic: str | None = None
     secret_refs: tuple[str, ...] = ()  # signing secrets, current first (rotation)
     timeout_ms: int = 10_000
+    body: str = "envelope"  # since v3: "envelope" | "raw"
 
 
 @event

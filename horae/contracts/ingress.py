@@ -110,6 +110,8 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
         raise ValidationError("target.topic", t.topic, "an event target needs a topic")
     if t.kind is ev.TargetKind.EVENT and (problem := event_topic_problem(d.tenant, t.topic or "")):
         raise ValidationError("target.topic", t.topic, problem)
+    if t.body not in ("envelope", "raw"):
+        raise ValidationError("target.body", t.body, "expected envelope or raw")
     for name, value in t.headers.items():
         if not HEADER_NAME.match(name) or any(c in value for c in "\r\n\0"):
             raise ValidationError("target.headers", name, "not a valid HTTP header name or value")
