@@ -157,8 +157,9 @@ class Recurrence:
     zone: str = "UTC"
     dst_gap: DstGap = DstGap.SHIFT
     dst_repeat: DstRepeat = DstRepeat.FIRST
-    start: datetime | None = None
-    end: datetime | None = None
+    start: datetime | None = None  # no instant before it
+    end: datetime | None = None  # no instant after it
+    count: int | None = None  # since v3: fire this many scheduled instants, then complete
 
 
 @event
@@ -335,6 +336,7 @@ class PlannerState:
     backfill_cursor: datetime | None = None
     backfill_to: datetime | None = None
     applied_commands: tuple[AppliedCommand, ...] = ()
+    fired: int = 0  # since v3: scheduled instants fired so far (for Recurrence.count)
 
 
 @event

@@ -102,6 +102,8 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
         raise ValidationError("version", d.version, "versions start at 1")
     recurrence_to_domain(d.recurrence)
     check_zone(d.recurrence.zone)
+    if d.recurrence.count is not None and d.recurrence.count < 1:
+        raise ValidationError("recurrence.count", d.recurrence.count, "at least 1")
     trigger_spec(d)  # every policy through the domain's own validation
     t = d.target
     if t.kind is ev.TargetKind.WEBHOOK and not (t.url or "").startswith(("https://", "http://")):
