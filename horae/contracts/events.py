@@ -157,14 +157,17 @@ class Recurrence:
     zone: str = "UTC"
     dst_gap: DstGap = DstGap.SHIFT
     dst_repeat: DstRepeat = DstRepeat.FIRST
-    start: datetime | None = None
-    end: datetime | None = None
+    start: datetime | None = None  # no instant before it
+    end: datetime | None = None  # no instant after it
+    count: int | None = None  # since v3: fire this many scheduled instants, then complete
 
 
 @event
 @dataclass(frozen=True, slots=True)
 class Target:
-    """Where: a signed webhook call, or an event produced on a tenant topic."""
+    """Where: a signed webhook call, or a ``schedule.triggered`` event on a topic of the tenant.
+    ``body`` (webhooks): ``envelope`` (the Standard Webhooks JSON envelope around the payload,
+    :mod:`horae.outbound.envelope`) or ``raw`` (the payload bytes with their own content type)."""
 
     kind: TargetKind
     url: str | None = None
@@ -173,6 +176,7 @@ class Target:
     topic: str | None = None
     secret_refs: tuple[str, ...] = ()  # signing secrets, current first (rotation)
     timeout_ms: int = 10_000
+    body: str = "envelope"  # since v3: "envelope" | "raw"
 
 
 @event
@@ -332,6 +336,7 @@ class PlannerState:
     backfill_cursor: datetime | None = None
     backfill_to: datetime | None = None
     applied_commands: tuple[AppliedCommand, ...] = ()
+    fired: int = 0  # since v3: scheduled instants fired so far (for Recurrence.count)
 
 
 @event

@@ -102,6 +102,8 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
         raise ValidationError("version", d.version, "versions start at 1")
     recurrence_to_domain(d.recurrence)
     check_zone(d.recurrence.zone)
+    if d.recurrence.count is not None and d.recurrence.count < 1:
+        raise ValidationError("recurrence.count", d.recurrence.count, "at least 1")
     trigger_spec(d)  # every policy through the domain's own validation
     t = d.target
     if t.kind is ev.TargetKind.WEBHOOK and not (t.url or "").startswith(("https://", "http://")):
@@ -110,6 +112,8 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
         raise ValidationError("target.topic", t.topic, "an event target needs a topic")
     if t.kind is ev.TargetKind.EVENT and (problem := event_topic_problem(d.tenant, t.topic or "")):
         raise ValidationError("target.topic", t.topic, problem)
+    if t.body not in ("envelope", "raw"):
+        raise ValidationError("target.body", t.body, "expected envelope or raw")
     for name, value in t.headers.items():
         if not HEADER_NAME.match(name) or any(c in value for c in "\r\n\0"):
             raise ValidationError("target.headers", name, "not a valid HTTP header name or value")

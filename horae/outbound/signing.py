@@ -80,18 +80,20 @@ def attempt_headers(
     keys: SigningKeys,
     now: float,
     callback_token: str | None = None,
-    content_type: str = "application/json",
+    content_type: str | None = "application/json",
 ) -> dict[str, str]:
-    """All Horae headers of one attempt, signed at ``now`` (unix seconds, floored)."""
+    """All Horae headers of one attempt, signed at ``now`` (unix seconds, floored); no
+    ``Content-Type`` when ``content_type`` is ``None``."""
     timestamp = int(now)
     headers = {
-        "Content-Type": content_type,
         "Idempotency-Key": fire_key,
         "X-Signature": body_signature(body, keys.primary),
         "webhook-id": fire_key,
         "webhook-timestamp": str(timestamp),
         "webhook-signature": webhook_signature(fire_key, timestamp, body, keys),
     }
+    if content_type is not None:
+        headers["Content-Type"] = content_type
     if callback_token is not None:
         headers[CALLBACK_TOKEN_HEADER] = callback_token
     return headers

@@ -9,6 +9,7 @@ from __future__ import annotations
 from horae.contracts import events as ev
 from horae.contracts.ingress import forbidden_header
 from horae.outbound import attempt_headers, issue_token
+from horae.outbound.envelope import webhook_body
 from horae.ports import SYSTEM_CLOCK, Clock, HttpSender
 from horae.streams.dispatcher.conclude import Sent
 from horae.streams.dispatcher.config import DispatcherConfig
@@ -24,7 +25,8 @@ async def attempt_once(
 ) -> Sent:
     """Sign and send attempt ``order.attempt``: the fire key is the ``Idempotency-Key`` and
     ``webhook-id`` of every attempt, and a callback token scoped to this attempt travels along.
-    The signing secrets are the fire's own tenant's; tenant headers that ingress refuses
+    The body is :func:`~horae.outbound.envelope.webhook_body`'s (the JSON envelope, or the raw
+    payload). The signing secrets are the fire's own tenant's; tenant headers that ingress refuses
     (:func:`~horae.contracts.ingress.forbidden_header`) are dropped here too."""
     fire = order.fire
     now = clock.now()
@@ -42,18 +44,19 @@ async def attempt_once(
         ttl_s=config.callback_ttl_s,
         secret=config.callback_secret,
     )
+    body, content_type = webhook_body(order)
     headers = {k: v for k, v in order.target.headers.items() if not forbidden_header(k)}
     headers.update(
         attempt_headers(
-            body=order.payload,
+            body=body,
             fire_key=fire.fire_key,
             keys=keys,
             now=now,
             callback_token=token,
-            content_type=order.content_type,
+            content_type=content_type,
         )
     )
     result = await sender.send(
-        order.target.url, order.payload, headers, method=order.target.method or "POST"
+        order.target.url, body, headers, method=order.target.method or "POST"
     )
     return Sent(result, started_ms, int(clock.now() * 1000))

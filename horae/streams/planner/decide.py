@@ -17,7 +17,9 @@ Per trigger (a :class:`~horae.streams.planner.index.TriggerEntry`):
   nothing before ``start``, nothing after ``end``. When deciding moves the cursor past a
   trigger's last instant (past its end, or its last ``at`` instant), it is *completed*:
   ``schedule.completed`` is emitted once and its state keeps ``next_instant`` null (out of the
-  due index, also after a restart).
+  due index, also after a restart). ``Recurrence.count`` completes it the same way once that
+  many scheduled instants have fired (``PlannerState.fired``; manual runs and backfills do not
+  count); later instants are not decided.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from horae.contracts.grants import REQUIRED, Grants, audit_entry, command_act
 from horae.contracts.ingress import Source, TenantKeys, ingest_definition
 from horae.contracts.quarantine import quarantine
 from horae.contracts.routing import Router
-from horae.domain.misfire import evaluate_misfire
+from horae.domain.misfire import MisfireOutcome, evaluate_misfire
 from horae.domain.trigger import Limits, validate_trigger
 from horae.ports import Emit, InputRecord
 from horae.streams.planner.commands import (
@@ -318,7 +320,12 @@ class Decider:
         return out
 
     def _reschedule(self, key: str, entry: TriggerEntry) -> None:
-        if entry.definition.state is not ev.DefinitionState.LIVE or entry.last_decided is None:
+        count = entry.definition.recurrence.count
+        if (
+            entry.definition.state is not ev.DefinitionState.LIVE
+            or entry.last_decided is None
+            or (count is not None and entry.fired >= count)
+        ):
             entry.next_instant = entry.due_ts = None
             return
         nxt = entry.schedule.next_after(entry.last_decided)
@@ -409,6 +416,10 @@ class Decider:
             jitter_ms=entry.spec.jitter.max_ms,
             jitter_key=key,
         )
+        limit = d.recurrence.count
+        if limit is not None and len(outcome.fires) > limit - entry.fired:
+            outcome = _first_fires(outcome, limit - entry.fired)
+        entry.fired += len(outcome.fires)
         tz = entry.schedule.tzdata
         out: list[Emit] = []
         for fire in outcome.fires:
@@ -464,10 +475,15 @@ class Decider:
         (``had_next``: the trigger had one before)."""
         if had_next and entry.next_instant is None:
             d = entry.definition
-            last = entry.spec.end
-            cause = "completed: no instant left" + (
-                "" if last is None else f" before its end {utc_datetime(last).isoformat()}"
-            )
+            last, count = entry.spec.end, d.recurrence.count
+            if count is not None and entry.fired >= count:
+                cause = f"completed: fired {count} times"
+            elif last is not None:
+                cause = (
+                    f"completed: no instant left before its end {utc_datetime(last).isoformat()}"
+                )
+            else:
+                cause = "completed: no instant left"
             kind = ev.ScheduleEventType.COMPLETED
             out.append(schedule_event(self.router, d, partition, kind, now, cause))
         return out
@@ -485,6 +501,7 @@ class Decider:
             last_decided=None if entry.last_decided is None else utc_datetime(entry.last_decided),
             paused_since=None if entry.paused_since is None else utc_datetime(entry.paused_since),
             applied_commands=entry.applied,
+            fired=entry.fired,
         )
         return self.router.emit(state, partition)
 
@@ -532,6 +549,23 @@ class Decider:
             entry.paused_since = state.paused_since.timestamp()
         if state is not None and state.applied_commands:
             entry.applied = remembered(state.applied_commands, now)
+        if state is not None:
+            entry.fired = state.fired
         key = ev.trigger_key(d.tenant, d.trigger_id)
         self._reschedule(key, entry)
         return entry
+
+
+def _first_fires(outcome: MisfireOutcome, n: int) -> MisfireOutcome:
+    """``outcome`` cut after its ``n``-th fire (``n >= 1``; ``n <= 0``: nothing): the rest is
+    not decided — the trigger has fired its ``recurrence.count``."""
+    if n <= 0:
+        return MisfireOutcome((), (), (), outcome.decided_through)
+    fires = outcome.fires[:n]
+    cut = fires[-1].scheduled
+    return MisfireOutcome(
+        fires=fires,
+        not_fired=tuple(r for r in outcome.not_fired if r.scheduled < cut),
+        omitted=tuple(o for o in outcome.omitted if o.start < cut),
+        decided_through=cut,
+    )

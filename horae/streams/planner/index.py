@@ -30,6 +30,7 @@ class TriggerEntry:
     last_decided: int | None
     paused_since: float | None = None
     applied: tuple[AppliedCommand, ...] = ()  # commands applied and not yet expired
+    fired: int = 0  # scheduled instants fired so far (against ``recurrence.count``)
 
 
 @dataclass(slots=True)

@@ -131,3 +131,31 @@ def test_an_undecodable_planner_state_is_rebuilt_from_the_definition(
         b"\x00garbage",
     )
     assert not duplicates([f for f in ledger(planner_env) if f.trigger_id == "tick"])
+
+
+def test_a_remaining_fires_count_fires_n_times_then_completes(planner_env: PlannerEnv) -> None:
+    v0 = int(time.time()) // 60 * 60 + 30
+    virtual = [float(v0)]
+    d = definition("twice", "* * * * *")
+    counted = replace(d, recurrence=replace(d.recurrence, count=2), signature=None)
+    planner_env.put(signing.sign(counted, KEY_ID, SECRET))
+    clock = {"clock": lambda: virtual[0], "max_skew_s": 1e9}
+    planner_env.start_thread("a", **clock)  # type: ignore[arg-type]
+    wait_until(lambda: consumed(planner_env, Topic.DEFINITIONS), 60, 0.2, "definition applied")
+    for t in (v0 + 30, v0 + 90):
+        virtual[0] = t + 1.0
+        wait_until(partial(decided_since, planner_env, t, ["twice"]), 60, 0.1, f"{t}")
+    wait_until(
+        lambda: any(e.type == ev.ScheduleEventType.COMPLETED.value for e in _events(planner_env)),
+        60,
+        0.1,
+        "completed",
+    )
+    virtual[0] = v0 + 600.0  # later minutes: nothing more is decided
+    planner_env.put(definition("other", "* * * * *"))
+    wait_until(lambda: consumed(planner_env, Topic.DEFINITIONS), 60, 0.2, "later step taken")
+    planner_env.stop_threads()
+    fires = [f for f in ledger(planner_env) if f.trigger_id == "twice"]
+    assert sorted(int(f.scheduled_at.timestamp()) for f in fires) == [v0 + 30, v0 + 90]
+    (done,) = [e for e in _events(planner_env) if e.type == ev.ScheduleEventType.COMPLETED.value]
+    assert done.cause == "completed: fired 2 times"

@@ -38,7 +38,7 @@ def test_minimal_definition_round_trips_with_defaults() -> None:
 
 def test_schema_ids_are_stable() -> None:
     ids = {type(e).__name__: struct.unpack(">I", encode(e)[1:5])[0] for e in all_samples()}
-    assert ids["TriggerDefinition"] == 11  # v2; v1 (id 1) data still decodes
+    assert ids["TriggerDefinition"] == 15  # v3; v1 (id 1) and v2 (id 11) data still decode
     assert ids["AuditEntry"] == 10
     assert len(set(ids.values())) == len(ids)
 

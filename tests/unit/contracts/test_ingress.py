@@ -185,6 +185,15 @@ def test_a_header_the_transport_or_horae_sets_is_refused_by_name(header: str) ->
     assert header in result.detail and "target.headers" in result.detail
 
 
+@pytest.mark.parametrize(("body", "accepted"), [("envelope", True), ("raw", True), ("json", False)])
+def test_the_body_mode_is_envelope_or_raw(body: str, accepted: bool) -> None:
+    d = definition()
+    result = ingest(encode(signed(replace(d, target=replace(d.target, body=body)))))
+    assert isinstance(result, ev.TriggerDefinition) is accepted
+    if not accepted:
+        assert isinstance(result, ev.Quarantined) and "target.body" in result.detail
+
+
 def test_a_header_value_with_a_line_break_is_refused() -> None:
     d = definition()
     d = replace(d, target=replace(d.target, headers={"x-team": "a\r\nHost: evil"}))

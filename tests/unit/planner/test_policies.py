@@ -163,3 +163,55 @@ def test_an_undecodable_state_is_rebuilt_from_the_definition_with_its_cause(rig:
     rig.step(1.0)
     again = [q.original_key or b"" for q in rig.read(Topic.QUARANTINE, ev.Quarantined)]
     assert sorted(again) == [b"acme/gone", b"acme/gone", b"acme/tick"]
+
+
+def _counted(
+    trigger_id: str, count: int, version: int = 1, **policies: object
+) -> ev.TriggerDefinition:
+    d = definition(trigger_id, "* * * * *", version=version, policies=ev.Policies(**policies))  # type: ignore[arg-type]
+    recurrence = replace(d.recurrence, count=count)
+    return signing.sign(replace(d, recurrence=recurrence, signature=None), KEY_ID, SECRET)
+
+
+def test_a_remaining_fires_count_fires_n_scheduled_instants_then_completes(rig: Rig) -> None:
+    t0 = int(rig.clock.now())
+    rig.put(_counted("three", 3))
+    rig.put(_counted("all", 4, misfire=ev.Misfire.FIRE_ALL, max_catchup=10))
+    rig.step()
+    _run_until(rig, t0 + 120, late_s=1.0)  # one instant each
+    rig.restart()  # the count survives in the planner state
+    rig.clock.advance(600.0)  # an outage: fire_all would fire ten, the count leaves two
+    rig.step()
+    _run_until(rig, t0 + 1800, late_s=1.0)
+
+    def instants(name: str) -> list[int]:
+        return sorted(
+            int(f.scheduled_at.timestamp()) - t0
+            for f in rig.fires()
+            if f.trigger_id == name and f.state is ev.FireState.FIRED
+        )
+
+    assert instants("three") == [60, 120, 660], "fire_once: the latest missed one is the third"
+    assert instants("all") == [60, 120, 180, 240], "fire_all cut at the count, in order"
+    completed = [
+        (e.trigger_id, e.cause)
+        for e in rig.read(Topic.SCHEDULE_EVENTS, ev.ScheduleEvent)
+        if e.type == ev.ScheduleEventType.COMPLETED.value
+    ]
+    assert sorted(completed) == [
+        ("all", "completed: fired 4 times"),
+        ("three", "completed: fired 3 times"),
+    ]
+    states = rig.read(Topic.PLANNER_STATE, ev.PlannerState)
+    last = {s.trigger_id: s for s in states}
+    assert (last["three"].fired, last["three"].next_instant) == (3, None)
+    rig.put(_counted("three", 5, version=2))  # a higher count: two more
+    rig.step()
+    _run_until(rig, t0 + 2400, late_s=1.0)
+    assert len(instants("three")) == 5
+
+
+def test_a_count_below_one_is_refused(rig: Rig) -> None:
+    rig.put(_counted("none", 0))
+    rig.step()
+    assert rig.quarantined() == ["invalid"]
