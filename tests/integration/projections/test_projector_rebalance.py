@@ -52,8 +52,10 @@ def test_partitions_move_between_members_without_loss_or_doubling(
         send(0)
         wait_until(lambda: first.stats.records, 30, 0.05, "the first member projects")
         with running(second):
-            send(1)
+            # the join first: a first member that drained chunk 1 before the (authenticated,
+            # slower) join completed would leave the second member nothing to project
             wait_until(lambda: first.positions and second.positions, 30, 0.1, "no rebalance")
+            send(1)
             wait_until(lambda: second.stats.records, 30, 0.05, "the second member projects")
         send(2)  # the second member left: the first takes everything back
         wait_caught_up(db, config.schema, end_offsets(config.bootstrap, topics))
