@@ -63,8 +63,8 @@ def stack() -> Iterator[Endpoints]:
     saved = {name: os.environ.get(name) for name in CREDENTIAL_VARIABLES}
     try:
         local.up()
-        if local.kafka is not None:  # every client of the session (spawned processes too)
-            admin = local.kafka.admin
+        admin = local.kafka.admin if local.kafka is not None else None
+        if admin is not None:  # every client of the session (spawned processes too)
             os.environ["HORAE_KAFKA_USERNAME"] = admin.username
             os.environ["HORAE_KAFKA_PASSWORD"] = admin.password
         yield local.endpoints

@@ -55,8 +55,8 @@ def _up(settings: Settings, args: argparse.Namespace) -> int:
         f"(export HORAE_KAFKA_BOOTSTRAP={stack.endpoints.kafka_bootstrap} "
         f"HORAE_DATABASE_URL={stack.endpoints.database_url})"
     )
-    if stack.kafka is not None:  # the broker authenticates; Horae on this machine uses its admin
-        admin = stack.kafka.admin
+    admin = stack.kafka.admin if stack.kafka is not None else None
+    if admin is not None:  # the broker authenticates; Horae on this machine uses its admin
         try:
             roles = provision_roles(
                 stack.endpoints.kafka_bootstrap,
@@ -72,9 +72,14 @@ def _up(settings: Settings, args: argparse.Namespace) -> int:
             f"{settings.topic_prefix!r}; horae demo runs each process as its own)"
         )
         print(
-            "kafka clients log in with SASL/SCRAM-SHA-512 (this stack's admin; without "
-            "HORAE_KAFKA_BOOTSTRAP set, Horae finds it by itself): "
+            "kafka clients log in with SASL/SCRAM-SHA-512 (this stack's admin, which Horae on "
+            "this machine finds by itself unless HORAE_KAFKA_BOOTSTRAP names another broker): "
             f"export HORAE_KAFKA_USERNAME={admin.username} HORAE_KAFKA_PASSWORD={admin.password}"
+        )
+    elif stack.kafka is not None:
+        print(
+            "kafka: this broker was started before authentication (plaintext, no ACLs); "
+            "`horae dev down && horae dev up` restarts it authenticating"
         )
     return 0 if all(health.values()) else 1
 

@@ -20,7 +20,7 @@ import secrets
 import shutil
 import subprocess
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -84,18 +84,20 @@ class KafkaNode:
         return self.home / "server.properties"
 
     @property
-    def admin(self) -> KafkaCredentials:
-        """The super user (SCRAM-SHA-512), its password made at first use."""
-        return KafkaCredentials(ADMIN_USER, self._admin_password())
+    def admin(self) -> KafkaCredentials | None:
+        """The super user (SCRAM-SHA-512); None until :meth:`start` first wrote the config (a
+        broker still running from before authentication: plaintext, no admin)."""
+        path = self.home / "admin.password"
+        return KafkaCredentials(ADMIN_USER, path.read_text().strip()) if path.exists() else None
 
-    def _admin_password(self) -> str:
+    def _make_admin(self) -> KafkaCredentials:
         path = self.home / "admin.password"
         if not path.exists():
             self.home.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as out:
                 out.write(secrets.token_urlsafe(24) + "\n")
-        return path.read_text().strip()
+        return KafkaCredentials(ADMIN_USER, path.read_text().strip())
 
     # ------------------------------------------------------------------------------------
     def fetch_jars(self) -> None:
@@ -165,7 +167,7 @@ class KafkaNode:
                 port=self.port,
                 cport=self.controller_port,
                 data_dir=self.data_dir,
-                admin_password=self._admin_password(),
+                admin_password=self._make_admin().password,
             )
         )
         self.config.chmod(0o600)  # it holds the admin's password
@@ -199,15 +201,21 @@ class KafkaNode:
         return read_pid(self.pid_file)
 
     def healthy(self) -> bool:
-        plain = KafkaCredentials(ADMIN_USER, self._admin_password(), mechanism="PLAIN")
-        return port_open(self.port) and kafka_healthy(self.bootstrap, plain)
+        if not port_open(self.port):
+            return False
+        admin = self.admin
+        if admin is None:  # started before authentication: a plaintext listener
+            return kafka_healthy(self.bootstrap, authenticate=False)
+        return kafka_healthy(self.bootstrap, replace(admin, mechanism="PLAIN"))
 
     def _write_admin_scram(self) -> None:
         """(Re)write the admin's SCRAM credential, logged in with SASL/PLAIN (its static user)."""
         from horae.kafka.scram import upsert_scram_users
 
-        plain = KafkaCredentials(ADMIN_USER, self._admin_password(), mechanism="PLAIN")
-        upsert_scram_users(self.bootstrap, plain, {ADMIN_USER: self._admin_password()})
+        admin = self.admin
+        if admin is not None:
+            plain = replace(admin, mechanism="PLAIN")
+            upsert_scram_users(self.bootstrap, plain, {admin.username: admin.password})
 
     def start(self) -> None:
         """Start the broker unless it runs already; return when an AdminClient gets an answer."""

@@ -20,16 +20,23 @@ def _any_reachable(bootstrap: str) -> bool:
 
 
 def kafka_healthy(
-    bootstrap: str, credentials: KafkaCredentials | None = None, timeout_s: float = 3.0
+    bootstrap: str,
+    credentials: KafkaCredentials | None = None,
+    timeout_s: float = 3.0,
+    *,
+    authenticate: bool = True,
 ) -> bool:
     """True when the broker answers a metadata request (as ``credentials``, default: the
-    settings' user)."""
+    settings' user; ``authenticate=False``: without any)."""
     if not bootstrap or not _any_reachable(bootstrap):
         return False
     from confluent_kafka.admin import AdminClient
 
     try:
-        admin = AdminClient(client_config(bootstrap, {"log_level": 0}, credentials=credentials))
+        config = client_config(
+            bootstrap, {"log_level": 0}, credentials=credentials, authenticate=authenticate
+        )
+        admin = AdminClient(config)
         meta = admin.list_topics(timeout=timeout_s)
     except Exception:
         return False

@@ -4,8 +4,9 @@ Every Horae process, tool and test gets its client settings from :func:`client_c
 bootstrap servers and, when credentials are known, ``SASL_PLAINTEXT`` with ``SCRAM-SHA-512`` under
 that user. Credentials come from the caller, or else from the settings
 (``HORAE_KAFKA_USERNAME`` / ``HORAE_KAFKA_PASSWORD``, so each process role runs as the principal
-its environment names; with neither a user nor ``HORAE_KAFKA_BOOTSTRAP`` set, the local stack's
-admin); none at all: a plaintext client, for brokers without authentication.
+its environment names; with no user set and ``HORAE_KAFKA_BOOTSTRAP`` unset or the local stack's
+address, the local stack's admin, once ``horae dev up`` made one); none at all: a plaintext
+client, for brokers without authentication.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def settings_credentials() -> KafkaCredentials | None:
 
     settings = Settings()
     if settings.kafka_username is None:
-        if settings.kafka_bootstrap is None:  # the local stack: its admin, once it has one
+        local = f"127.0.0.1:{settings.dev.kafka_port}"
+        if settings.kafka_bootstrap in (None, local):  # the local stack: its admin, if it has one
             path = settings.state_dir / "kafka" / "admin.password"
             if path.exists():
                 return KafkaCredentials("admin", path.read_text().strip())
@@ -57,10 +59,14 @@ def client_config(
     extra: Mapping[str, Any] | None = None,
     *,
     credentials: KafkaCredentials | None = None,
+    authenticate: bool = True,
 ) -> dict[str, Any]:
     """The config of a client of ``bootstrap``, authenticated as ``credentials`` (default: the
-    settings' user, if any), with the librdkafka properties of ``extra`` on top."""
-    creds = credentials if credentials is not None else settings_credentials()
+    settings' user, if any; none at all with ``authenticate=False``), with the librdkafka
+    properties of ``extra`` on top."""
+    creds = None
+    if authenticate:
+        creds = credentials if credentials is not None else settings_credentials()
     config: dict[str, Any] = {"bootstrap.servers": bootstrap}
     if creds is not None:
         config.update(creds.config())

@@ -51,6 +51,10 @@ def test_the_local_stack_admin_is_found(monkeypatch: pytest.MonkeyPatch, tmp_pat
     (tmp_path / "state" / "kafka" / "admin.password").write_text("pw\n")
     conf = client_config("h:1")
     assert (conf["sasl.username"], conf["sasl.password"]) == ("admin", "pw")
+    monkeypatch.setenv("HORAE_KAFKA_BOOTSTRAP", "127.0.0.1:19092")  # the local stack's address
+    assert client_config("h:1")["sasl.username"] == "admin"
+    monkeypatch.setenv("HORAE_KAFKA_BOOTSTRAP", "kafka.example:9092")  # another broker: not sent
+    assert "sasl.username" not in client_config("h:1")
 
 
 def _grants(bindings: list[object]) -> set[tuple[str, str, str, str]]:
