@@ -44,6 +44,7 @@ from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, fire_partition, topic_name
 from horae.domain.keys import FireKey
+from horae.kafka.config import client_config
 
 PARTITIONS = 12
 TRIGGERS = 200
@@ -134,9 +135,7 @@ def make_order(url: str, trigger: str, instant_ms: int, seq: int) -> ev.Dispatch
 class Lanes:
     def __init__(self, bootstrap: str, prefix: str) -> None:
         self.topic = topic_name(Topic.LANE_ON_TIME, prefix)
-        self.producer = Producer(
-            {**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap, "linger.ms": 1}
-        )
+        self.producer = Producer(client_config(bootstrap, {**PRODUCER_DEFAULTS, "linger.ms": 1}))
         self.parts = {f"g{i}": fire_partition(TENANT, f"g{i}", PARTITIONS) for i in range(TRIGGERS)}
 
     def put(self, o: ev.DispatchOrder) -> None:

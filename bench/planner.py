@@ -38,6 +38,7 @@ from horae.contracts import signing
 from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.kafka.config import client_config
 from horae.ports import WallClock
 from horae.settings import get_settings
 from horae.streams.planner.clock import ensure_clock_topic
@@ -57,7 +58,7 @@ def _expr(i: int, peak: int, month: int) -> tuple[str, str]:
 
 def _generate(args: tuple[str, str, int, int, int, int]) -> int:
     bootstrap, prefix, start, stop, peak, month = args
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS, "linger.ms": 50})
+    producer = Producer(client_config(bootstrap, {**PRODUCER_DEFAULTS, "linger.ms": 50}))
     topic = topic_name(Topic.DEFINITIONS, prefix)
     now = datetime.now(UTC).replace(microsecond=0)
     for i in range(start, stop):

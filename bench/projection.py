@@ -33,6 +33,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, spec, topic_name
+from horae.kafka.config import client_config
 from horae.projections import schema as pschema
 from horae.projections.metrics import ProjectionMetrics
 from horae.projections.projector import Projector, ProjectorConfig
@@ -53,7 +54,7 @@ def services() -> tuple[str, str]:
 
 
 def create_topics(bootstrap: str, prefix: str) -> list[str]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap))
     new = [
         NewTopic(topic_name(t, prefix), PARTITIONS, 1, config=dict(spec(t).config))
         for t in PROJECTED
@@ -64,7 +65,7 @@ def create_topics(bootstrap: str, prefix: str) -> list[str]:
 
 
 def delete_topics(bootstrap: str, names: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap))
     for f in admin.delete_topics(names, request_timeout=30).values():
         with contextlib.suppress(Exception):
             f.result(timeout=30)
@@ -144,12 +145,14 @@ def planner_like(bootstrap: str, prefix: str, rate: int, seconds: float, out: mp
     pre = [(r.key, r.value, r.partition) for r in fires if r.partition is not None]
     name = topic_name(Topic.FIRES, prefix)
     producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            **PRODUCER_DEFAULTS,
-            "transactional.id": f"bench-planner-{prefix}",
-            "linger.ms": 5,
-        }
+        client_config(
+            bootstrap,
+            {
+                **PRODUCER_DEFAULTS,
+                "transactional.id": f"bench-planner-{prefix}",
+                "linger.ms": 5,
+            },
+        )
     )
     producer.init_transactions(30)
     per_tick = max(1, rate // 10)

@@ -12,6 +12,8 @@ Definitions are signed with the tenant's ingress key (see ``docs/contracts.md``)
 ``<prefix>definitions`` keyed by ``<tenant>/<trigger_id>``, as wire Avro (default) or plain JSON.
 Schedule events are read from the tenant's own topic ``<prefix>events.<token>`` (or a sub-topic
 an event target names): the client never sees another tenant's records, so it filters nothing.
+Kafka credentials: ``credentials=`` (the tenant's SASL/SCRAM user, ``horae tenants add``), else
+``HORAE_KAFKA_USERNAME`` / ``HORAE_KAFKA_PASSWORD``, else none (:mod:`horae.kafka.config`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from horae.contracts.topics import (
     events_topic,
     topic_name,
 )
+from horae.kafka.acls import tenant_group_prefix
+from horae.kafka.config import KafkaCredentials, client_config
 
 __all__ = ["HoraeClient", "cron_trigger", "definition_json"]
 
@@ -89,8 +93,10 @@ class HoraeClient:
         key: bytes,
         prefix: str = "horae.",
         codec: Codec | None = None,
+        credentials: KafkaCredentials | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        self.credentials = credentials
         self.tenant = tenant
         self.key_id = key_id
         self._key = key
@@ -134,19 +140,25 @@ class HoraeClient:
         """This tenant's schedule events until ``timeout_s`` passes with none (or ``max_events``),
         read from its events topic or ``topic`` (a sub-topic of its namespace, as its event
         target names it; any other raises ``ValueError``). Records that do not decode are
-        skipped (never raise); offsets are committed as read."""
+        skipped (never raise); offsets are committed as read, in the consumer group
+        ``<prefix>tenant.<token>.<group_id>`` (the groups the tenant's Kafka user may use; default
+        ``group_id``: a new ``events-<random>``)."""
         topic = topic or self.events_topic
         problem = event_topic_problem(self.tenant, topic)
         if problem is not None:
             raise ValueError(problem)
         consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": group_id or f"{self.tenant}-events-{uuid.uuid4().hex[:8]}",
-                "auto.offset.reset": "earliest" if from_beginning else "latest",
-                "enable.auto.commit": True,
-                "isolation.level": "read_committed",
-            }
+            client_config(
+                self.bootstrap,
+                {
+                    "group.id": tenant_group_prefix(self.tenant, self.prefix)
+                    + (group_id or f"events-{uuid.uuid4().hex[:8]}"),
+                    "auto.offset.reset": "earliest" if from_beginning else "latest",
+                    "enable.auto.commit": True,
+                    "isolation.level": "read_committed",
+                },
+                credentials=self.credentials,
+            )
         )
         consumer.subscribe([self.prefix + topic])
         seen = 0
@@ -179,7 +191,9 @@ class HoraeClient:
 
     def _produce(self, topic: Topic, key: str, value: bytes) -> None:
         if self._producer is None:
-            self._producer = Producer({"bootstrap.servers": self.bootstrap, **PRODUCER_DEFAULTS})
+            self._producer = Producer(
+                client_config(self.bootstrap, PRODUCER_DEFAULTS, credentials=self.credentials)
+            )
         errors: list[object] = []
         self._producer.produce(
             topic_name(topic, self.prefix),

@@ -221,6 +221,14 @@ class Settings(BaseSettings):
         "verify (horae migrate creates it, with the URL's password); unset: the owner's "
         "database as role horae_reader",
     )
+    kafka_username: str | None = Field(
+        default=None,
+        description="SASL/SCRAM-SHA-512 user of this process's Kafka clients (each process role "
+        "runs as its own principal); unset: no authentication (PLAINTEXT)",
+    )
+    kafka_password: SecretStr | None = Field(
+        default=None, description="SASL/SCRAM-SHA-512 password of HORAE_KAFKA_USERNAME"
+    )
     schema_registry_url: str | None = Field(
         default=None,
         description="Confluent-compatible schema registry; unset: the committed catalogue",

@@ -33,6 +33,8 @@ PORT_VARIABLES = (
     "HORAE_DEV_KAFKA_CONTROLLER_PORT",
     "HORAE_DEV_POSTGRES_PORT",
 )
+# The private stack's broker authenticates: the session's clients log in as its admin.
+CREDENTIAL_VARIABLES = ("HORAE_KAFKA_USERNAME", "HORAE_KAFKA_PASSWORD")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -58,10 +60,20 @@ def stack() -> Iterator[Endpoints]:
     )
     state_dir = Path(tempfile.mkdtemp(prefix=f"horae-test-{os.getpid()}-"))
     local = LocalStack.from_settings(settings, state_dir=state_dir)
+    saved = {name: os.environ.get(name) for name in CREDENTIAL_VARIABLES}
     try:
         local.up()
+        admin = local.kafka.admin if local.kafka is not None else None
+        if admin is not None:  # every client of the session (spawned processes too)
+            os.environ["HORAE_KAFKA_USERNAME"] = admin.username
+            os.environ["HORAE_KAFKA_PASSWORD"] = admin.password
         yield local.endpoints
     finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         try:
             local.down()
         finally:

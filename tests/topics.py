@@ -5,6 +5,8 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from horae.kafka.config import client_config
+
 # A prefix shorter than this cannot be a test's own: refuse rather than delete a shared topic.
 MIN_PREFIX_LENGTH = 8
 
@@ -19,7 +21,7 @@ def delete_topics_under(bootstrap: str, prefix: str) -> list[str]:
     return their names. A topic already gone is fine; any other failure raises."""
     if len(prefix) < MIN_PREFIX_LENGTH:
         raise ValueError(f"refusing to delete topics under the short prefix {prefix!r}")
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    admin = AdminClient(client_config(bootstrap, {"log_level": 3}))
     names = topics_under(admin, prefix)
     if not names:
         return []

@@ -24,6 +24,7 @@ from contextlib import suppress
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from confluent_kafka import KafkaException
 from pydantic import SecretStr
 
 from horae.cli.common import add_flags, ensure_topics, require_services
@@ -31,6 +32,8 @@ from horae.cli.demo_receiver import DemoReceiver
 from horae.cli.projections import migrate_live
 from horae.client import HoraeClient
 from horae.contracts import events as ev
+from horae.kafka.acls import provision_roles
+from horae.kafka.config import settings_credentials
 from horae.settings import IngressKey, Settings
 
 TENANT = "demo"
@@ -64,11 +67,16 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     )
     known = _subcommands()
     names = [n for n in ("planner", "projector", "dispatcher") if n in known]
+    principals = _principals(settings, bootstrap)
     children = {
-        name: subprocess.Popen([sys.executable, "-m", "horae.cli.main", name], env=env)
+        name: subprocess.Popen(
+            [sys.executable, "-m", "horae.cli.main", name], env=env | principals.get(name, {})
+        )
         for name in names
     }
     print(f"demo: started {', '.join(names)} against {bootstrap}")
+    if principals:
+        print(f"demo: each runs as its own Kafka user ({', '.join(sorted(principals))})")
     stop = False
 
     def _stop(*_: object) -> None:
@@ -144,6 +152,24 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                 child.wait(30)
     print(f"demo: {fired} fires seen; processes stopped (`horae dev down` stops the stack)")
     return 0 if fired else 1
+
+
+def _principals(settings: Settings, bootstrap: str) -> dict[str, dict[str, str]]:
+    """Each process's Kafka credentials as environment variables: its own role's user, made
+    (with the ACLs) by this demo's user when that is the broker's admin; none otherwise (a broker
+    without authentication, or a user that may not make users: the processes run as it)."""
+    admin = settings_credentials()
+    if admin is None:
+        return {}
+    try:
+        roles = provision_roles(bootstrap, admin, settings.topic_prefix, (TENANT,))
+    except KafkaException as exc:
+        print(f"demo: processes run as {admin.username!r} ({exc})", file=sys.stderr)
+        return {}
+    return {
+        role: {"HORAE_KAFKA_USERNAME": c.username, "HORAE_KAFKA_PASSWORD": c.password}
+        for role, c in roles.items()
+    }
 
 
 def _plain(keys: dict[str, dict[str, SecretStr | IngressKey]]) -> dict[str, dict[str, object]]:

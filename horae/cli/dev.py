@@ -6,9 +6,12 @@ import argparse
 import sys
 import time
 
+from confluent_kafka import KafkaException
+
 from horae.cli.common import add_flags
 from horae.devstack import StackError
 from horae.devstack.stack import LocalStack
+from horae.kafka.acls import provision_roles
 from horae.settings import Settings
 
 
@@ -52,6 +55,32 @@ def _up(settings: Settings, args: argparse.Namespace) -> int:
         f"(export HORAE_KAFKA_BOOTSTRAP={stack.endpoints.kafka_bootstrap} "
         f"HORAE_DATABASE_URL={stack.endpoints.database_url})"
     )
+    admin = stack.kafka.admin if stack.kafka is not None else None
+    if admin is not None:  # the broker authenticates; Horae on this machine uses its admin
+        try:
+            roles = provision_roles(
+                stack.endpoints.kafka_bootstrap,
+                admin,
+                settings.topic_prefix,
+                tuple(settings.tenant_keys),
+            )
+        except KafkaException as exc:
+            print(f"horae dev up: making the Kafka users and ACLs: {exc}", file=sys.stderr)
+            return 1
+        print(
+            f"kafka users {', '.join(roles)} (one per process role, with their ACLs under "
+            f"{settings.topic_prefix!r}; horae demo runs each process as its own)"
+        )
+        print(
+            "kafka clients log in with SASL/SCRAM-SHA-512 (this stack's admin, which Horae on "
+            "this machine finds by itself unless HORAE_KAFKA_BOOTSTRAP names another broker): "
+            f"export HORAE_KAFKA_USERNAME={admin.username} HORAE_KAFKA_PASSWORD={admin.password}"
+        )
+    elif stack.kafka is not None:
+        print(
+            "kafka: this broker was started before authentication (plaintext, no ACLs); "
+            "`horae dev down && horae dev up` restarts it authenticating"
+        )
     return 0 if all(health.values()) else 1
 
 

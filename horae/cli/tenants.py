@@ -1,10 +1,20 @@
-"""``horae tenants suspend | resume NAME``: the platform suspends a tenant, or lifts it.
+"""``horae tenants add | suspend | resume NAME``: the platform adds a tenant, suspends it, or lifts
+a suspension.
 
 Usage::
 
+    horae tenants add NAME [--password P]
     horae tenants suspend NAME [--reason TEXT]
     horae tenants resume NAME [--reason TEXT]
 
+``add`` (run as the Kafka admin) creates the tenant's Kafka principal (SCRAM-SHA-512 user
+``tenant.<token>``, password from ``--password`` or generated), the catalogue's missing topics with
+the tenant's events topic, and the tenant's ACLs (:mod:`horae.kafka.acls`: write ``definitions``
+and ``commands``, read its own events topics, consumer groups ``<prefix>tenant.<token>.*``); it
+prints the password and a new ingress key (granting ``author``) once, to be added to
+``HORAE_TENANT_KEYS``. Exit code 0, or 1 when the broker refused a step.
+
+``suspend`` / ``resume``:
 Signs one command with the platform key (``HORAE_PLATFORM_KEY``, key id
 ``HORAE_PLATFORM_KEY_ID``): kind ``pause`` (suspend) or ``resume`` (lift), trigger id ``*`` (the
 whole tenant), role ``platform``, a fresh command id, ``expires_at`` = now +
@@ -17,6 +27,8 @@ has it, 1 when one did not, 2 when the platform key is unset.
 from __future__ import annotations
 
 import argparse
+import json
+import secrets
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -26,17 +38,32 @@ from confluent_kafka import KafkaError, Message, Producer
 from horae.cli.common import add_flags
 from horae.contracts import events as ev
 from horae.contracts import signing
+from horae.contracts.admin import Plan, admin_client, apply, auto_replication_factor
 from horae.contracts.codec import encode
-from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.contracts.ingress import NAME
+from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, topic_name
 from horae.devstack.stack import LocalStack
+from horae.kafka.acls import apply_acls, tenant_bindings, tenant_group_prefix, tenant_principal
+from horae.kafka.config import client_config
+from horae.kafka.scram import new_password, upsert_scram_users
 from horae.settings import Settings
 
 ACTIONS = {"suspend": ev.CommandKind.PAUSE, "resume": ev.CommandKind.RESUME}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    tenants = subparsers.add_parser("tenants", help="suspend or resume a tenant (platform key)")
+    tenants = subparsers.add_parser("tenants", help="add, suspend or resume a tenant (platform)")
     sub = tenants.add_subparsers(dest="tenants_command", metavar="ACTION", required=True)
+    text = "create a tenant's Kafka principal, ACLs, events topic and an ingress key"
+    add = sub.add_parser("add", help=text, description=text)
+    add.add_argument("tenant", nargs="?", metavar="NAME", help="the tenant (required)")
+    add.add_argument("--password", default=None, help="the principal's password (default: new)")
+    add_flags(
+        add,
+        None,
+        only=["kafka_bootstrap", "topic_prefix", "topic_partitions", "topic_replication_factor"],
+    )
+    add.set_defaults(func=_add)
     helps = {
         "suspend": "stop every trigger of a tenant (each instant recorded 'tenant suspended')",
         "resume": "lift a suspension (triggers resume under their misfire policy)",
@@ -74,6 +101,38 @@ def tenant_command(
     return signing.sign(command, settings.platform_key_id, key)
 
 
+def _add(settings: Settings, args: argparse.Namespace) -> int:
+    if not args.tenant:
+        print("horae tenants add: NAME (the tenant) is required", file=sys.stderr)
+        return 2
+    tenant: str = args.tenant
+    if not NAME.match(tenant):
+        print(f"horae tenants add: {tenant!r} is not a tenant id", file=sys.stderr)
+        return 2
+    bootstrap = LocalStack.from_settings(settings).endpoints.kafka_bootstrap
+    password = args.password or new_password()
+    user = tenant_principal(tenant)
+    admin = admin_client(bootstrap)
+    try:
+        upsert_scram_users(bootstrap, None, {user: password})
+        rf = settings.topic_replication_factor or auto_replication_factor(admin)
+        plan = Plan(settings.topic_prefix, settings.topic_partitions, rf, (tenant,))
+        changes = apply(admin, plan)
+        apply_acls(admin, tenant_bindings(tenant, settings.topic_prefix))
+    except Exception as exc:
+        print(f"horae tenants add: {exc}", file=sys.stderr)
+        return 1
+    for line in changes:
+        print(line)
+    key_id = f"{tenant}-{secrets.token_hex(3)}"
+    key = {tenant: {key_id: {"secret": secrets.token_urlsafe(32), "roles": ["author"]}}}
+    print(f"tenant {tenant!r}: Kafka user {user!r} (SASL/SCRAM-SHA-512), password {password}")
+    print(f"events topic {events_topic(tenant, settings.topic_prefix)}; consumer groups "
+          f"{tenant_group_prefix(tenant, settings.topic_prefix)}*")  # fmt: skip
+    print(f"ingress key (add to HORAE_TENANT_KEYS; shown once): {json.dumps(key)}")
+    return 0
+
+
 def _run(settings: Settings, args: argparse.Namespace) -> int:
     name = f"horae tenants {args.tenants_command}"
     if not args.tenant:
@@ -92,7 +151,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         )
     bootstrap = LocalStack.from_settings(settings).endpoints.kafka_bootstrap
     topic = topic_name(Topic.COMMANDS, settings.topic_prefix)
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS})
+    producer = Producer(client_config(bootstrap, PRODUCER_DEFAULTS))
     metadata = producer.list_topics(topic, timeout=30).topics.get(topic)
     if metadata is None or metadata.error is not None or not metadata.partitions:
         print(f"{name}: topic {topic!r} not found (run `horae topics apply`)", file=sys.stderr)

@@ -7,11 +7,13 @@ import argparse
 import json
 import sys
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from horae.cli.common import add_flags
 from horae.contracts.admin import Plan, admin_client, apply, auto_replication_factor, drift, observe
 from horae.devstack.stack import LocalStack
+from horae.kafka.acls import ROLES, all_bindings, apply_acls
 from horae.settings import Settings
 
 
@@ -49,6 +51,15 @@ def _apply(settings: Settings, args: argparse.Namespace) -> int:
     for line in changes:
         print(line)
     print(f"{len(changes)} change(s) under prefix {plan.prefix!r}")
+    try:
+        count = apply_acls(admin, all_bindings(plan.prefix, plan.tenants))
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.SECURITY_DISABLED:
+            print(f"horae topics apply: ACLs: {exc}", file=sys.stderr)
+            return 1
+        print("ACLs: none (the broker has no authorizer)")
+        return 0
+    print(f"ACLs: {count} in place for roles {', '.join(ROLES)} and {len(plan.tenants)} tenant(s)")
     return 0
 
 

@@ -29,6 +29,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 
 from horae.contracts import topics as tp
 from horae.contracts.topics import CATALOGUE, TopicSpec, desired_config, tenant_token
+from horae.kafka.config import client_config
 
 TIMEOUT_S = 30.0
 
@@ -77,7 +78,7 @@ class Observed:
 
 
 def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+    return AdminClient(client_config(bootstrap))
 
 
 def auto_replication_factor(admin: AdminClient) -> int:

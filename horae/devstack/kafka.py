@@ -6,15 +6,21 @@ once into ``<cache>/lib``, a per-version folder under the cache directory shared
 The packaged ``server.properties.in`` and ``log4j2.properties`` are written into the node's home.
 Storage is formatted once per data dir (``kafka.tools.StorageTool format --standalone``). The
 broker runs detached in its own process group; its pid is in ``<home>/kafka.pid``.
+
+Authentication and authorization are on (see ``server.properties.in``): the admin's password is
+made once (``<home>/admin.password``, mode 0600); at each start the admin's SCRAM-SHA-512
+credential is (re)written, so every client, the admin included, logs in with SCRAM.
 """
 
 from __future__ import annotations
 
 import base64
+import os
+import secrets
 import shutil
 import subprocess
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -30,7 +36,9 @@ from horae.devstack.procs import (
     wait_until,
     wait_while_progressing,
 )
+from horae.kafka.config import KafkaCredentials
 
+ADMIN_USER = "admin"
 FILES: Traversable = files("horae.devstack") / "kafka_files"
 READY_TIMEOUT_S = 90.0  # without progress in the broker's log; see READY_CAP_S
 READY_CAP_S = 900.0  # a data dir with many partitions loads for minutes after an unclean stop
@@ -74,6 +82,22 @@ class KafkaNode:
     @property
     def config(self) -> Path:
         return self.home / "server.properties"
+
+    @property
+    def admin(self) -> KafkaCredentials | None:
+        """The super user (SCRAM-SHA-512); None until :meth:`start` first wrote the config (a
+        broker still running from before authentication: plaintext, no admin)."""
+        path = self.home / "admin.password"
+        return KafkaCredentials(ADMIN_USER, path.read_text().strip()) if path.exists() else None
+
+    def _make_admin(self) -> KafkaCredentials:
+        path = self.home / "admin.password"
+        if not path.exists():
+            self.home.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_urlsafe(24) + "\n")
+        return KafkaCredentials(ADMIN_USER, path.read_text().strip())
 
     # ------------------------------------------------------------------------------------
     def fetch_jars(self) -> None:
@@ -139,8 +163,14 @@ class KafkaNode:
         (self.home / "log4j2.properties").write_text((FILES / "log4j2.properties").read_text())
         template = (FILES / "server.properties.in").read_text()
         self.config.write_text(
-            template.format(port=self.port, cport=self.controller_port, data_dir=self.data_dir)
+            template.format(
+                port=self.port,
+                cport=self.controller_port,
+                data_dir=self.data_dir,
+                admin_password=self._make_admin().password,
+            )
         )
+        self.config.chmod(0o600)  # it holds the admin's password
 
     def _format(self) -> None:
         if (self.data_dir / "meta.properties").exists():
@@ -171,12 +201,27 @@ class KafkaNode:
         return read_pid(self.pid_file)
 
     def healthy(self) -> bool:
-        return port_open(self.port) and kafka_healthy(self.bootstrap)
+        if not port_open(self.port):
+            return False
+        admin = self.admin
+        if admin is None:  # started before authentication: a plaintext listener
+            return kafka_healthy(self.bootstrap, authenticate=False)
+        return kafka_healthy(self.bootstrap, replace(admin, mechanism="PLAIN"))
+
+    def _write_admin_scram(self) -> None:
+        """(Re)write the admin's SCRAM credential, logged in with SASL/PLAIN (its static user)."""
+        from horae.kafka.scram import upsert_scram_users
+
+        admin = self.admin
+        if admin is not None:
+            plain = replace(admin, mechanism="PLAIN")
+            upsert_scram_users(self.bootstrap, plain, {admin.username: admin.password})
 
     def start(self) -> None:
         """Start the broker unless it runs already; return when an AdminClient gets an answer."""
         if self.running_pid() is not None:
             if wait_until(self.healthy, READY_TIMEOUT_S):
+                self._write_admin_scram()
                 return
             raise StackError(f"Kafka is running but not answering; see {self.logs_dir}/server.log")
         require_free(self.port, "Kafka", "HORAE_DEV_KAFKA_PORT")
@@ -218,6 +263,7 @@ class KafkaNode:
                 f"Kafka exited at start (code {proc.returncode}); last output:\n"
                 + tail(self.logs_dir / "stdout.log")
             )
+        self._write_admin_scram()
 
     def stop(self) -> None:
         pid = self.running_pid()

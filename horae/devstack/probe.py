@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 
+from horae.kafka.config import KafkaCredentials, client_config
+
 
 def _any_reachable(bootstrap: str) -> bool:
     """True when some bootstrap host:port accepts a TCP connection (avoids client log spam)."""
@@ -17,13 +19,24 @@ def _any_reachable(bootstrap: str) -> bool:
     return False
 
 
-def kafka_healthy(bootstrap: str, timeout_s: float = 3.0) -> bool:
+def kafka_healthy(
+    bootstrap: str,
+    credentials: KafkaCredentials | None = None,
+    timeout_s: float = 3.0,
+    *,
+    authenticate: bool = True,
+) -> bool:
+    """True when the broker answers a metadata request (as ``credentials``, default: the
+    settings' user; ``authenticate=False``: without any)."""
     if not bootstrap or not _any_reachable(bootstrap):
         return False
     from confluent_kafka.admin import AdminClient
 
     try:
-        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        config = client_config(
+            bootstrap, {"log_level": 0}, credentials=credentials, authenticate=authenticate
+        )
+        admin = AdminClient(config)
         meta = admin.list_topics(timeout=timeout_s)
     except Exception:
         return False

@@ -69,7 +69,8 @@ class LocalStack:
         """Health of each part, checked against the endpoints (external ones too)."""
         from horae.devstack.probe import database_healthy, kafka_healthy
 
+        admin = self.kafka.admin if self.kafka is not None else None
         return {
-            "kafka": kafka_healthy(self.endpoints.kafka_bootstrap),
+            "kafka": kafka_healthy(self.endpoints.kafka_bootstrap, admin),
             "postgres": database_healthy(self.endpoints.database_url),
         }

@@ -24,6 +24,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from horae.kafka.config import client_config
+
 log = logging.getLogger(__name__)
 POLL_BATCH = 10_000
 COMMITTED_TIMEOUT_S = 30.0
@@ -62,15 +64,17 @@ def read_partition(
     """Yield the committed records of ``topic[partition]`` from ``start`` up to ``stop_offset``
     (default: the end)."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "horae-reader",  # never joins or commits: assign() only
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "fetch.max.bytes": 52428800,
-            "log_level": 3,
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": "horae-reader",  # never joins or commits: assign() only
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "fetch.max.bytes": 52428800,
+                "log_level": 3,
+            },
+        )
     )
     try:
         high = end_offset(consumer, TopicPartition(topic, partition))

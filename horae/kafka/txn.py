@@ -31,6 +31,7 @@ from confluent_kafka import (
 
 from horae.contracts.topics import PRODUCER_DEFAULTS
 from horae.failpoints import failpoint
+from horae.kafka.config import client_config
 from horae.kafka.reader import Seekable, seek_to_committed
 from horae.ports import Emit, Offsets, TopicPartitionKey, TransactionFailed
 
@@ -53,29 +54,33 @@ def member_configs(
     commits, range assignment (co-partitioned topics together), and a ``transactional.id`` that is
     stable per slot (a restart fences its predecessor)."""
     member = f"{group}-{slot}"
-    consumer = {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "group.instance.id": member,
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
-        "auto.offset.reset": "earliest",
-        "partition.assignment.strategy": "range",
-        "session.timeout.ms": session_timeout_ms,
-        "heartbeat.interval.ms": max(500, session_timeout_ms // 5),
-        "max.poll.interval.ms": max(min_poll_interval_ms, session_timeout_ms * 3),
-        "log_level": 4,
-    }
-    producer = {
-        **PRODUCER_DEFAULTS,
-        "bootstrap.servers": bootstrap,
-        "transactional.id": member,
-        "transaction.timeout.ms": 60_000,
-        "linger.ms": linger_ms,
-        "batch.num.messages": 10_000,
-        "queue.buffering.max.messages": 1_000_000,
-        "log_level": 4,
-    }
+    consumer = client_config(
+        bootstrap,
+        {
+            "group.id": group,
+            "group.instance.id": member,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "range",
+            "session.timeout.ms": session_timeout_ms,
+            "heartbeat.interval.ms": max(500, session_timeout_ms // 5),
+            "max.poll.interval.ms": max(min_poll_interval_ms, session_timeout_ms * 3),
+            "log_level": 4,
+        },
+    )
+    producer = client_config(
+        bootstrap,
+        {
+            **PRODUCER_DEFAULTS,
+            "transactional.id": member,
+            "transaction.timeout.ms": 60_000,
+            "linger.ms": linger_ms,
+            "batch.num.messages": 10_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "log_level": 4,
+        },
+    )
     return consumer, producer
 
 

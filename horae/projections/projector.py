@@ -46,6 +46,7 @@ from confluent_kafka.admin import AdminClient
 
 from horae.contracts.codec import Codec, default_codec
 from horae.contracts.topics import Topic, events_pattern, is_events_topic, topic_name
+from horae.kafka.config import client_config
 from horae.projections.metrics import ProjectionMetrics
 from horae.projections.rows import PROJECTED, Batch, RecordMapper, Stage
 from horae.projections.store import ApplyResult, GenerationChanged, ProjectionStore
@@ -82,7 +83,7 @@ class ProjectorConfig:
 
     def existing_topics(self) -> list[str]:
         """Every projected topic on the cluster now (the tenants' events topics included)."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(client_config(self.bootstrap))
         names = admin.list_topics(timeout=30).topics
         return [n for n in names if n in self.topics or is_events_topic(n, self.topic_prefix)]
 
@@ -162,21 +163,23 @@ class Projector:
 
     def _consumer_config(self) -> dict[str, Any]:
         cfg = self.config
-        conf: dict[str, Any] = {
-            "bootstrap.servers": cfg.bootstrap,
-            "group.id": cfg.group_id or f"{cfg.topic_prefix}projector.{cfg.schema}",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            "enable.partition.eof": cfg.stop_at is not None,
-            "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 4_194_304,
-            "queued.min.messages": 20_000,
-            "fetch.wait.max.ms": 100,
-            "topic.metadata.refresh.interval.ms": 5000,  # a new tenant's topic joins within 5 s
-            "log_level": 3,
-        }
+        conf: dict[str, Any] = client_config(
+            cfg.bootstrap,
+            {
+                "group.id": cfg.group_id or f"{cfg.topic_prefix}projector.{cfg.schema}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": cfg.stop_at is not None,
+                "fetch.max.bytes": 52_428_800,
+                "max.partition.fetch.bytes": 4_194_304,
+                "queued.min.messages": 20_000,
+                "fetch.wait.max.ms": 100,
+                "topic.metadata.refresh.interval.ms": 5000,  # a new tenant's topic joins within 5 s
+                "log_level": 3,
+            },
+        )
         conf.update(cfg.consumer_overrides)
         return conf
 

@@ -25,6 +25,7 @@ import psycopg
 from confluent_kafka import Consumer, TopicPartition
 from psycopg import sql as pgsql
 
+from horae.kafka.config import client_config
 from horae.kafka.reader import end_offset
 from horae.projections import schema as pschema
 from horae.projections.metrics import ProjectionMetrics
@@ -76,8 +77,8 @@ class Progress:
 def end_offsets(bootstrap: str, topics: list[str]) -> dict[TP, int]:
     """The end (last stable offset) of every partition of ``topics`` that exist."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "horae-rebuild-probe", "log_level": 3,
-         "isolation.level": "read_committed", "enable.auto.commit": False}
+        client_config(bootstrap, {"group.id": "horae-rebuild-probe", "log_level": 3,
+                                  "isolation.level": "read_committed", "enable.auto.commit": False})
     )  # fmt: skip
     try:
         meta = consumer.list_topics(timeout=30)

@@ -26,6 +26,7 @@ from horae.contracts.topics import (
     topic_name,
 )
 from horae.domain.keys import FireKey
+from horae.kafka.config import client_config
 from horae.kafka.txn import UNASSIGNED
 from horae.ports import Emit
 
@@ -199,13 +200,10 @@ class HistoryProducer:
     raw ones under ``prefix``."""
 
     def __init__(self, bootstrap: str, prefix: str, extra: dict[str, object] | None = None):
-        conf: dict[str, object] = {
-            "bootstrap.servers": bootstrap,
-            **PRODUCER_DEFAULTS,
-            "linger.ms": 20,
-            "compression.type": "lz4",
-            **(extra or {}),
-        }
+        conf: dict[str, object] = client_config(
+            bootstrap,
+            {**PRODUCER_DEFAULTS, "linger.ms": 20, "compression.type": "lz4", **(extra or {})},
+        )
         self.producer = Producer(conf)
         self.prefix = prefix
         self._partitions: dict[str, int] = {}

@@ -44,6 +44,8 @@ def test_demo_fires_and_delivers(stack: Endpoints, topic_prefix: str, demo_schem
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "started planner, projector, dispatcher" in out
+    if "HORAE_KAFKA_USERNAME" in os.environ:  # the stack authenticates: least privilege
+        assert "each runs as its own Kafka user (api, dispatcher, planner, projector)" in out
     assert len(re.findall(r"^  fired \S+Z", out, re.M)) >= 2
     delivered = re.findall(r"^  delivered (\S+)  signature (\w+)", out, re.M)
     assert len(delivered) >= 2 and all(ok == "ok" for _, ok in delivered)

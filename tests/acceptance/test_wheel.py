@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from horae.devstack.stack import Endpoints
+from tests.conftest import CREDENTIAL_VARIABLES
 from tests.paths import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(600)  # building and installing take a while on a busy machine
@@ -53,6 +54,7 @@ from horae.client import HoraeClient, cron_trigger
 from horae.contracts import events as ev
 from horae.contracts.codec import decode, encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, topic_name
+from horae.kafka.config import client_config
 
 bootstrap, prefix = sys.argv[1:3]
 with HoraeClient(bootstrap, tenant="acme", key_id="acme-1", key=b"acme-secret",
@@ -60,8 +62,8 @@ with HoraeClient(bootstrap, tenant="acme", key_id="acme-1", key=b"acme-secret",
     signed = client.put(cron_trigger("acme", "standup", "0 9 * * 1-5",
                                      "https://hooks.acme.example/standup", zone="Europe/Berlin"))
 
-consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": prefix + "check",
-                     "auto.offset.reset": "earliest"})
+consumer = Consumer(client_config(bootstrap, {"group.id": prefix + "check",
+                                              "auto.offset.reset": "earliest"}))
 consumer.subscribe([topic_name(Topic.DEFINITIONS, prefix)])
 msg = None
 for _ in range(120):
@@ -72,7 +74,7 @@ for _ in range(120):
 consumer.close()
 
 now = datetime.now(UTC).replace(microsecond=0)
-producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS})
+producer = Producer(client_config(bootstrap, PRODUCER_DEFAULTS))
 for tenant in ("other", "acme"):
     event = ev.ScheduleEvent(
         event_id=uuid.uuid4().hex, type=ev.ScheduleEventType.TRIGGERED, tenant=tenant,
@@ -202,18 +204,26 @@ def test_codec_round_trip_from_the_installed_package(installed: Path, outside: P
 def test_client_example_against_the_stack(
     installed: Path, outside: Path, stack: Endpoints, topic_prefix: str
 ) -> None:
-    env = clean_env() | {
-        "HORAE_KAFKA_BOOTSTRAP": stack.kafka_bootstrap,
-        "HORAE_TOPIC_PREFIX": topic_prefix,
-        "HORAE_TOPIC_PARTITIONS": "3",
-        # topics apply creates each tenant's events topic
-        "HORAE_TENANT_KEYS": json.dumps({"acme": {"acme-1": "acme-secret"}, "other": {"o-1": "o"}}),
-    }
+    # the stack's credentials, if its broker authenticates (the example's clients read them)
+    creds = {k: v for k, v in os.environ.items() if k in CREDENTIAL_VARIABLES}
+    env = (
+        clean_env()
+        | creds
+        | {
+            "HORAE_KAFKA_BOOTSTRAP": stack.kafka_bootstrap,
+            "HORAE_TOPIC_PREFIX": topic_prefix,
+            "HORAE_TOPIC_PARTITIONS": "3",
+            # topics apply creates each tenant's events topic
+            "HORAE_TENANT_KEYS": json.dumps(
+                {"acme": {"acme-1": "acme-secret"}, "other": {"o-1": "o"}}
+            ),
+        }
+    )
     run([installed / "bin" / "horae", "topics", "apply"], outside, env)
     (outside / "example.py").write_text(CLIENT_EXAMPLE)
     proc = run(
         [installed / "bin" / "python", "example.py", stack.kafka_bootstrap, topic_prefix],
-        outside, clean_env(),
+        outside, clean_env() | creds,
     )  # fmt: skip
     assert json.loads(proc.stdout.splitlines()[-1]) == {
         "definition_key": "acme/standup",

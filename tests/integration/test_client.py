@@ -21,6 +21,7 @@ from horae.contracts.topics import (
     partition_for,
     topic_name,
 )
+from horae.kafka.config import client_config
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def test_put_definition_lands_keyed_and_verifiable(kafka_bootstrap: str, prefix:
         with pytest.raises(ValueError, match="tenant"):
             client.put(cron_trigger("other", "t1", "*/5 * * * *", "https://a.example/h"))
     consumer = Consumer(
-        {"bootstrap.servers": kafka_bootstrap, "group.id": prefix, "auto.offset.reset": "earliest"}
+        client_config(kafka_bootstrap, {"group.id": prefix, "auto.offset.reset": "earliest"})
     )
     consumer.subscribe([topic_name(Topic.DEFINITIONS, prefix)])
     deadline = time.monotonic() + 30
@@ -78,7 +79,7 @@ def test_put_definition_lands_keyed_and_verifiable(kafka_bootstrap: str, prefix:
 def test_schedule_events_are_read_from_the_tenants_own_topic_only(
     kafka_bootstrap: str, prefix: str
 ) -> None:
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, **PRODUCER_DEFAULTS})
+    producer = Producer(client_config(kafka_bootstrap, PRODUCER_DEFAULTS))
     mine = [event("acme", "a"), event("acme", "b")]
     for e in [mine[0], event("evil", "x"), mine[1]]:
         key = ev.trigger_key(e.tenant, e.trigger_id).encode()

@@ -8,11 +8,12 @@ import psycopg
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from horae.kafka.config import client_config
 from tests.waiting import wait_until
 
 
 def _create_topic(bootstrap: str, name: str, config: dict[str, str] | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap))
     futures = admin.create_topics([NewTopic(name, 1, 1, config=config or {})])
     futures[name].result(timeout=30)
 
@@ -21,13 +22,15 @@ def _consume_all(
     bootstrap: str, topic: str, group: str, expect: int, wait_s: float = 10.0
 ) -> list[tuple[bytes | None, bytes | None]]:
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            },
+        )
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
     out: list[tuple[bytes | None, bytes | None]] = []
@@ -47,7 +50,7 @@ def _consume_all(
 
 def _txn_producer(bootstrap: str, txid: str) -> Producer:
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "transactional.id": txid, "enable.idempotence": True}
+        client_config(bootstrap, {"transactional.id": txid, "enable.idempotence": True})
     )
     producer.init_transactions(30)
     return producer
@@ -89,13 +92,13 @@ def test_compacted_topic_keeps_latest_per_key(kafka_bootstrap: str, topic_prefix
         "delete.retention.ms": "100",
     }
     _create_topic(kafka_bootstrap, topic, config)
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin = AdminClient(client_config(kafka_bootstrap))
     described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
     configs = next(iter(described.values())).result(timeout=30)
     assert configs["cleanup.policy"].value == "compact"
     assert configs["segment.ms"].value == "100"
 
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer = Producer(client_config(kafka_bootstrap))
     for value in (b"old-1", b"old-2", b"new"):
         producer.produce(topic, key=b"trigger-1", value=value)
         producer.produce(topic, key=b"trigger-2", value=value + b"-2")

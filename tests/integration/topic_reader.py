@@ -6,6 +6,7 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
+from horae.kafka.config import client_config
 from horae.kafka.reader import end_offset
 
 Record = tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]
@@ -17,12 +18,14 @@ def read_committed(
     """Every committed record of ``topic`` (read_committed) up to its current end: (key, value,
     headers), partition by partition. ``isolation="read_uncommitted"``: aborted ones too."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "test-reader",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": "test-reader",
+                "enable.auto.commit": False,
+                "isolation.level": isolation,
+            },
+        )
     )
     out: list[Record] = []
     try:

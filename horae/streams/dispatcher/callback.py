@@ -38,6 +38,7 @@ from horae.contracts import events as ev
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, fire_partition
 from horae.domain.keys import FireKey
+from horae.kafka.config import client_config
 from horae.outbound import ReplayGuard, TokenError, verify_token
 from horae.outbound.signing import CALLBACK_TOKEN_HEADER
 from horae.streams.dispatcher.metrics import DispatcherMetrics
@@ -67,9 +68,7 @@ class OutcomeWriter:
     def __init__(self, bootstrap: str, topic: str, timeout_s: float = WRITE_TIMEOUT_S) -> None:
         self.topic = topic
         self.timeout_s = timeout_s
-        self._producer = Producer(
-            {**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap, "log_level": 4}
-        )
+        self._producer = Producer(client_config(bootstrap, {**PRODUCER_DEFAULTS, "log_level": 4}))
         meta = self._producer.list_topics(topic, timeout=timeout_s)
         self._partitions = len(meta.topics[topic].partitions)
         self._closed = threading.Event()

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, Producer
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode, encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.kafka.config import client_config
 from horae.kafka.reader import read_partition
 from horae.streams.dispatcher.conclude import H_DLQ_CAUSE
 from horae.streams.dispatcher.records import OrderHeaders
@@ -40,7 +41,7 @@ class DlqEntry:
 
 
 def _partitions(bootstrap: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "horae-dlq", "log_level": 3})
+    consumer = Consumer(client_config(bootstrap, {"group.id": "horae-dlq", "log_level": 3}))
     try:
         return len(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
     finally:
@@ -105,7 +106,7 @@ def redrive(
     clock: Callable[[], float] = lambda: datetime.now(UTC).timestamp(),
 ) -> int:
     """Produce the redrive orders of ``entries`` (durably: flushed, acks=all); their count."""
-    producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap, "log_level": 4})
+    producer = Producer(client_config(bootstrap, {**PRODUCER_DEFAULTS, "log_level": 4}))
     topic = topic_name(Topic.LANE_RETRY, prefix)
     errors: list[str] = []
 

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from horae.kafka.config import client_config
 from horae.ports import Clock
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def ensure_clock_topic(bootstrap: str, prefix: str) -> None:
     """Create the probe topic when missing (idempotent)."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap))
     name = clock_topic(prefix)
     if name in admin.list_topics(timeout=30).topics:
         return
@@ -85,7 +86,7 @@ class KafkaBrokerClock:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self._topic = topic
         self._producer = Producer(
-            {"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "1", "log_level": 3}
+            client_config(bootstrap, {"linger.ms": 0, "acks": "1", "log_level": 3})
         )
 
     def probe(self, on_stamp: Callable[[float | None], None]) -> None:

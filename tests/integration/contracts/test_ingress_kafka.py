@@ -16,6 +16,7 @@ from horae.contracts.admin import Plan
 from horae.contracts.codec import decode, encode
 from horae.contracts.ingress import Source, ingest_definition
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.kafka.config import client_config
 
 KEYS = {"acme": {"acme-1": b"acme-secret"}, "evil": {"evil-1": b"evil-secret"}}
 
@@ -23,14 +24,16 @@ KEYS = {"acme": {"acme-1": b"acme-secret"}, "evil": {"evil-1": b"evil-secret"}}
 def run_ingress(bootstrap: str, prefix: str, expect: int) -> list[ev.TriggerDefinition]:
     """The test-side ingress loop: consume definitions, ingest each, quarantine the refused."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"ingress-{prefix}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": f"ingress-{prefix}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            },
+        )
     )
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS})
+    producer = Producer(client_config(bootstrap, PRODUCER_DEFAULTS))
     consumer.subscribe([topic_name(Topic.DEFINITIONS, prefix)])
     accepted: list[ev.TriggerDefinition] = []
     seen = 0
@@ -58,11 +61,13 @@ def run_ingress(bootstrap: str, prefix: str, expect: int) -> list[ev.TriggerDefi
 
 def read_all(bootstrap: str, topic: str, expect: int) -> list[bytes]:
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"read-{topic}",
-            "auto.offset.reset": "earliest",
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": f"read-{topic}",
+                "auto.offset.reset": "earliest",
+            },
+        )
     )
     consumer.subscribe([topic])
     values: list[bytes] = []
@@ -87,7 +92,7 @@ def test_avro_json_malformed_and_cross_tenant(kafka_bootstrap: str, topics: Plan
     )
     as_avro = client.put(nightly)
     as_json = client.put(replace(nightly, trigger_id="hourly"), fmt="json")
-    raw = Producer({"bootstrap.servers": kafka_bootstrap, **PRODUCER_DEFAULTS})
+    raw = Producer(client_config(kafka_bootstrap, PRODUCER_DEFAULTS))
     definitions = topic_name(Topic.DEFINITIONS, prefix)
     # the same definition as hand-produced JSON (what kcat would send)
     raw.produce(definitions, key=b"acme/nightly", value=definition_json(as_avro))

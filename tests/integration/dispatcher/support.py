@@ -32,6 +32,7 @@ from horae.contracts.topics import (
     topic_name,
 )
 from horae.domain.keys import FireKey, Origin
+from horae.kafka.config import client_config
 from horae.streams.dispatcher.config import DispatcherConfig, TenantLimits
 from horae.streams.dispatcher.worker import Dispatcher
 from tests.integration.topic_reader import Record, read_committed
@@ -188,7 +189,7 @@ class DispatchEnv:
 
     def setup(self) -> None:
         apply(admin_client(self.bootstrap), Plan(self.prefix, PARTITIONS, 1, (TENANT,)))
-        self.producer = Producer({"bootstrap.servers": self.bootstrap, **PRODUCER_DEFAULTS})
+        self.producer = Producer(client_config(self.bootstrap, PRODUCER_DEFAULTS))
 
     def topic(self, t: Topic) -> str:
         if t is Topic.SCHEDULE_EVENTS:  # the tenant's own events topic

@@ -23,6 +23,7 @@ from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import decode, encode
 from horae.contracts.grants import Grants
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, topic_name
+from horae.kafka.config import client_config
 from horae.kafka.reader import end_offset
 from horae.ports import WallClock
 from horae.streams.planner.clock import ensure_clock_topic
@@ -93,7 +94,7 @@ class PlannerEnv:
     def setup(self) -> None:
         apply(admin_client(self.bootstrap), Plan(self.prefix, PARTITIONS, 1))
         ensure_clock_topic(self.bootstrap, self.prefix)
-        self.producer = Producer({"bootstrap.servers": self.bootstrap, **PRODUCER_DEFAULTS})
+        self.producer = Producer(client_config(self.bootstrap, PRODUCER_DEFAULTS))
 
     def topic(self, t: Topic) -> str:
         if t is Topic.SCHEDULE_EVENTS:  # the tenant's own events topic
@@ -183,8 +184,8 @@ def consumed(env: PlannerEnv, *topics: Topic) -> bool:
     ``topics``: all it decided from their records is committed (offsets commit in the same
     transaction as the decisions)."""
     consumer = Consumer(
-        {"bootstrap.servers": env.bootstrap, "group.id": f"{env.prefix}planner", "log_level": 3,
-         "enable.auto.commit": False}
+        client_config(env.bootstrap, {"group.id": f"{env.prefix}planner", "log_level": 3,
+                                      "enable.auto.commit": False})
     )  # fmt: skip
     try:
         tps = [TopicPartition(env.topic(t), p) for t in topics for p in range(PARTITIONS)]

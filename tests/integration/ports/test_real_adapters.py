@@ -14,6 +14,7 @@ from aiohttp import web
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from horae.kafka.config import client_config
 from horae.kafka.reader import KafkaPartitionReader
 from horae.kafka.txn import TransactionalProcessor, member_configs
 from horae.outbound.http_sender import HttpSender as AiohttpSender
@@ -42,10 +43,10 @@ class TestKafkaLog(TransactionalLogContract):
     @pytest.fixture
     def rig(self, kafka_bootstrap: str, topic_prefix: str) -> Iterator[LogRig]:
         topics = {IN: f"{topic_prefix}in", OUT: f"{topic_prefix}out"}
-        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        admin = AdminClient(client_config(kafka_bootstrap))
         for future in admin.create_topics([NewTopic(t, 2, 1) for t in topics.values()]).values():
             future.result(timeout=30)
-        producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+        producer = Producer(client_config(kafka_bootstrap, {"enable.idempotence": True}))
 
         def member(on_rewind: Callable[[], None]) -> TransactionalProcessor:
             consumer_config, producer_config = member_configs(

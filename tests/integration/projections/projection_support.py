@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from horae.contracts.topics import Topic, events_topic, spec, topic_name
+from horae.kafka.config import client_config
 from horae.kafka.reader import end_offset
 from horae.projections.projector import Projector
 from horae.projections.rows import PROJECTED
@@ -39,7 +40,7 @@ def projected_names(prefix: str) -> list[tuple[str, Topic]]:
 
 
 def create_topics(bootstrap: str, prefix: str, partitions: int = PARTITIONS) -> list[str]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap))
     new = [
         NewTopic(name, partitions, 1, config=dict(spec(t).config))
         for name, t in projected_names(prefix)
@@ -52,8 +53,8 @@ def create_topics(bootstrap: str, prefix: str, partitions: int = PARTITIONS) -> 
 def end_offsets(bootstrap: str, names: list[str]) -> dict[tuple[str, int], int]:
     """High watermarks (read_committed: last stable offsets) of every partition of ``names``."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "horae-test-ends", "log_level": 3,
-         "isolation.level": "read_committed"}
+        client_config(bootstrap, {"group.id": "horae-test-ends", "log_level": 3,
+                                  "isolation.level": "read_committed"})
     )  # fmt: skip
     try:
         meta = consumer.list_topics(timeout=10)
