@@ -105,6 +105,7 @@ def run_dlq(settings: Settings, args: argparse.Namespace) -> int:
     if args.dry_run:
         print(f"dry run: {len(entries)} fires would be redriven")
         return 0
-    n = redrive(bootstrap, settings.topic_prefix, entries)
+    operator = settings.kafka_username or "admin"  # the principal the broker knows this CLI as
+    n = redrive(bootstrap, settings.topic_prefix, entries, principal=operator)
     print(f"redriven: {n}")
     return 0

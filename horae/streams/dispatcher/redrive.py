@@ -7,7 +7,10 @@ attempt = the DLQ'd attempt + 1 (attempt numbers stay unique per fire), ``not_be
 deadline (the operator asked for it after the fact), and headers ``horae-redrive-of:
 <dlq topic>:<partition>:<offset>`` (every record of the redriven attempts carries it) and
 ``horae-budget-base`` = the DLQ'd attempt, so the retry policy's attempt budget starts afresh.
-A dispatcher consumes it like any retry; its class is the fire's origin lane.
+A dispatcher consumes it like any retry; its class is the fire's origin lane. Each redrive is a
+privileged act: an :class:`~horae.contracts.events.AuditEntry` (action ``dlq.redrive``, the
+operator's Kafka principal, role ``platform``, the fire key and the DLQ record) goes to the
+``audit`` topic with its order, flushed together.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from confluent_kafka import Consumer, Producer
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode, encode
+from horae.contracts.ids import event_id
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
 from horae.kafka.config import client_config
 from horae.kafka.reader import read_partition
@@ -99,15 +103,34 @@ def redrive_order(entry: DlqEntry, now: datetime) -> tuple[ev.DispatchOrder, Ord
     return order, OrderHeaders(None, entry.order.attempt, entry.link)
 
 
+def redrive_audit(entry: DlqEntry, principal: str, now: datetime) -> ev.AuditEntry:
+    """The audit entry of redriving ``entry`` (pure)."""
+    fire = entry.order.fire
+    return ev.AuditEntry(
+        audit_id=event_id("audit", "dlq.redrive", entry.link),
+        tenant=fire.tenant,
+        principal=principal,
+        role=ev.Role.PLATFORM,
+        action="dlq.redrive",
+        at=now,
+        allowed=True,
+        trigger_id=fire.trigger_id,
+        detail={"fire_key": fire.fire_key, "dlq": entry.link, "cause": entry.cause},
+    )
+
+
 def redrive(
     bootstrap: str,
     prefix: str,
     entries: Iterable[DlqEntry],
     clock: Callable[[], float] = lambda: datetime.now(UTC).timestamp(),
+    principal: str = "operator",
 ) -> int:
-    """Produce the redrive orders of ``entries`` (durably: flushed, acks=all); their count."""
+    """Produce the redrive orders of ``entries`` and their audit entries (durably: flushed,
+    acks=all); the number of orders."""
     producer = Producer(client_config(bootstrap, {**PRODUCER_DEFAULTS, "log_level": 4}))
     topic = topic_name(Topic.LANE_RETRY, prefix)
+    audit_topic = topic_name(Topic.AUDIT, prefix)
     errors: list[str] = []
 
     def delivered(err: object, _msg: object) -> None:
@@ -126,6 +149,10 @@ def redrive(
             partition=entry.partition,
             headers=headers,
             on_delivery=delivered,
+        )
+        audit = redrive_audit(entry, principal, now)
+        producer.produce(
+            audit_topic, key=audit.tenant.encode(), value=encode(audit), on_delivery=delivered
         )
         n += 1
     remaining = producer.flush(30)

@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 
 from horae.contracts import events as ev
+from horae.contracts.codec import decode
 from horae.contracts.topics import Topic
 from horae.streams.dispatcher.records import H_REDRIVE
 from tests.integration.dispatcher.support import (
@@ -153,3 +154,10 @@ def test_exhausted_fire_goes_to_dlq_and_redrive_delivers_it_under_the_same_key(
     assert len(redriven) == 1  # the 4th attempt links to the DLQ record
     assert dict(redriven[0])[H_REDRIVE].decode() == listed["dlq"]
     assert all(k == key.encode() for k, _, _ in attempts)
+    audit = [
+        decode(v, ev.AuditEntry) for _, v, _ in read_all(env.bootstrap, env.topic(Topic.AUDIT))
+    ]
+    redrives = [a for a in audit if a.action == "dlq.redrive"]  # the privileged act, audited
+    assert [(a.tenant, a.allowed, a.detail["fire_key"], a.detail["dlq"]) for a in redrives] == [
+        (o.fire.tenant, True, key, listed["dlq"])
+    ]
