@@ -163,7 +163,7 @@ def env_for(bootstrap: str, prefix: str, slot: str) -> dict[str, str]:
         HORAE_TOPIC_PREFIX=prefix,
         HORAE_TOPIC_PARTITIONS=str(PARTITIONS),
         HORAE_DISPATCHER_ALLOW='["127.0.0.1/32"]',
-        HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps({"bench": SECRET}),
+        HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps({TENANT: {"bench": SECRET}}),
         HORAE_DISPATCHER_TENANT_RATE="1000000",
         HORAE_DISPATCHER_TENANT_INFLIGHT="256",
         HORAE_DISPATCHER_MAX_INFLIGHT="256",
