@@ -181,7 +181,7 @@ def cpu_s(pid: int) -> float:
 
 
 def topics(bootstrap: str, prefix: str) -> None:
-    apply(admin_client(bootstrap), Plan(prefix, PARTITIONS, 1))
+    apply(admin_client(bootstrap), Plan(prefix, PARTITIONS, 1, tenants=(TENANT,)))
 
 
 def wait_distinct(port: int, n: int, limit_s: float = 600) -> None:
