@@ -65,7 +65,7 @@ def serve() -> None:
         total[0] += 1
         key = request.headers.get("Idempotency-Key", "")
         if key not in seen:
-            seen[key] = (now, json.loads(body)["due_ms"])
+            seen[key] = (now, json.loads(body)["data"]["payload"]["due_ms"])  # the envelope
         return web.Response(text="ok")
 
     async def stats(request: web.Request) -> web.Response:
