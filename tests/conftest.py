@@ -18,6 +18,7 @@ from hypothesis import settings
 from horae.contracts.codec import set_wire_mode
 from horae.devstack.stack import Endpoints, LocalStack
 from horae.settings import DevSettings, Settings
+from tests.integration.planner.harness import PlannerEnv
 from tests.net import free_ports
 from tests.topics import delete_topics_under
 
@@ -103,3 +104,15 @@ def topic_prefix(kafka_bootstrap: str, unique: str) -> Iterator[str]:
     prefix = f"t{unique}."
     yield prefix
     delete_topics_under(kafka_bootstrap, prefix)
+
+
+@pytest.fixture
+def planner_env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[PlannerEnv]:
+    """Topics under this test's prefix, a producer, and the planners the test starts (stopped
+    or killed at the end)."""
+    env = PlannerEnv(kafka_bootstrap, topic_prefix)
+    env.setup()
+    try:
+        yield env
+    finally:
+        env.close()

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -28,16 +27,6 @@ from tests.integration.planner.harness import (
 from tests.waiting import wait_until
 
 PLATFORM_KEY = "platform-secret-for-tests"
-
-
-@pytest.fixture
-def planner_env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[PlannerEnv]:
-    env = PlannerEnv(kafka_bootstrap, topic_prefix)
-    env.setup()
-    try:
-        yield env
-    finally:
-        env.close()
 
 
 def _tenants(env: PlannerEnv, *args: str, key: str | None = PLATFORM_KEY) -> tuple[int, str]:

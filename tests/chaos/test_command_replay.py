@@ -7,7 +7,6 @@ run for the same second gets the next sequence (the remembered runs survived the
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 
 import pytest
 
@@ -24,16 +23,6 @@ from tests.integration.planner.harness import (
     read_all,
 )
 from tests.waiting import wait_until
-
-
-@pytest.fixture
-def planner_env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[PlannerEnv]:
-    env = PlannerEnv(kafka_bootstrap, topic_prefix)
-    env.setup()
-    try:
-        yield env
-    finally:
-        env.close()
 
 
 def _committed(env: PlannerEnv, what: str) -> None:

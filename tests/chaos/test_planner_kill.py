@@ -10,7 +10,7 @@ import subprocess
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,16 +33,6 @@ from tests.waiting import wait_until
 TRIGGERS = [f"sec-{i}" for i in range(6)]
 # what librdkafka logs when it finds, on waking, that its group session expired meanwhile
 SESSION_EXPIRED = "Consumer group session timed out"
-
-
-@pytest.fixture
-def planner_env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[PlannerEnv]:
-    env = PlannerEnv(kafka_bootstrap, topic_prefix)
-    env.setup()
-    try:
-        yield env
-    finally:
-        env.close()
 
 
 def _contiguous_once(env: PlannerEnv) -> dict[str, int]:

@@ -76,7 +76,7 @@ def test_every_relative_link_resolves_inside_the_repository() -> None:
         ("https://example.com/x.md", True),
         ("mailto:ops@example.com", True),
         ("docs/missing.md", False),
-        ("../shared/DESIGN.md", False),
+        ("../elsewhere/DESIGN.md", False),  # outside the repository
         ("docs/../../outside.md", False),
     ],
 )

@@ -232,23 +232,10 @@ class CommandHandler:
         cause: str | None,
         count: int,
     ) -> Emit:
+        """The audit entry of a backfill: how many instants, and its window."""
         detail = {"instants": str(count)}
-        if cause is not None:
-            detail["cause"] = cause
         if command.backfill_from is not None and command.backfill_to is not None:
             detail["window"] = (
                 f"{command.backfill_from.isoformat()}/{command.backfill_to.isoformat()}"
             )
-        entry = ev.AuditEntry(
-            audit_id=event_id("audit", command.command_id),
-            tenant=command.tenant,
-            principal=command.signature.key_id if command.signature else command.requested_by,
-            role=command.role,
-            action="backfill.request",
-            at=utc_datetime(now),
-            allowed=cause is None,
-            trigger_id=command.trigger_id,
-            command_id=command.command_id,
-            detail=detail,
-        )
-        return self.router.emit(entry, None)
+        return self.audit(partition, command, now, "backfill.request", cause, detail=detail)

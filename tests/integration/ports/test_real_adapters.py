@@ -20,7 +20,7 @@ from horae.kafka.txn import TransactionalProcessor, member_configs
 from horae.outbound.http_sender import HttpSender as AiohttpSender
 from horae.outbound.http_sender import SenderConfig
 from horae.outbound.ssrf import AddressPolicy, system_resolver
-from horae.ports import SYSTEM_CLOCK, Clock, HttpSender, Resolver, SystemClock
+from horae.ports import SYSTEM_CLOCK, HttpSender, Resolver, SystemClock
 from horae.projections.rows import Stage
 from horae.projections.store import ProjectionStore
 from tests.net import free_ports
@@ -81,10 +81,14 @@ class TestSystemClock(ClockContract):
     def clock(self) -> SystemClock:
         return SYSTEM_CLOCK
 
-    def let_time_pass(self, clock: Clock) -> None:
-        start = clock.monotonic()
-        while clock.monotonic() == start:  # the next tick of the clock, not a sleep
-            pass
+    @pytest.fixture
+    def let_time_pass(self, clock: SystemClock) -> Callable[[], None]:
+        def next_tick() -> None:  # the next tick of the clock, not a sleep
+            start = clock.monotonic()
+            while clock.monotonic() == start:
+                pass
+
+        return next_tick
 
 
 class TestSystemResolver(ResolverContract):

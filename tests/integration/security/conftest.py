@@ -1,5 +1,5 @@
-"""Fixtures of the security tests: a planner environment per test, or a topic prefix shared by
-one module's scenario; every topic under either is deleted at the end."""
+"""Fixtures of the security tests: a topic prefix shared by one module's scenario, every topic
+under it deleted at the end (``planner_env`` comes from ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from horae.devstack.stack import Endpoints
-from tests.integration.planner.harness import PlannerEnv
 from tests.topics import delete_topics_under
-
-
-@pytest.fixture
-def planner_env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[PlannerEnv]:
-    """Topics under this test's prefix, a producer, and the planners the test starts (stopped
-    or killed at the end)."""
-    env = PlannerEnv(kafka_bootstrap, topic_prefix)
-    env.setup()
-    try:
-        yield env
-    finally:
-        env.close()
 
 
 @pytest.fixture(scope="module")

@@ -48,16 +48,6 @@ def events_in(env: PlannerEnv, full_name: str) -> list[ev.ScheduleEvent]:
 
 
 @pytest.fixture
-def planner_env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[PlannerEnv]:
-    env = PlannerEnv(kafka_bootstrap, topic_prefix)
-    env.setup()
-    try:
-        yield env
-    finally:
-        env.close()
-
-
-@pytest.fixture
 def env(planner_env: PlannerEnv) -> Iterator[PlannerEnv]:
     planner_env.start_thread(tenant_keys=KEYS)
     yield planner_env

@@ -159,20 +159,19 @@ class ReadModelStoreContract:
 # --- Clock ---------------------------------------------------------------------------------------
 class ClockContract:
     """What every :class:`~horae.ports.Clock` keeps: wall time in epoch seconds, monotonic time
-    that never goes back while time passes. ``clock`` and ``let_time_pass`` come from the
-    adapter's test class."""
-
-    def let_time_pass(self, clock: Clock) -> None:
-        raise NotImplementedError
+    that never goes back while time passes. The adapter's test class provides the fixtures
+    ``clock`` and ``let_time_pass`` (moves that clock on by a little)."""
 
     def test_wall_time_is_epoch_seconds(self, clock: Clock) -> None:
         assert 1_500_000_000.0 < clock.now() < 4_200_000_000.0  # 2017 .. 2103
 
-    def test_monotonic_time_never_goes_back(self, clock: Clock) -> None:
+    def test_monotonic_time_never_goes_back(
+        self, clock: Clock, let_time_pass: Callable[[], None]
+    ) -> None:
         readings = []
         for _ in range(200):
             readings.append(clock.monotonic())
-            self.let_time_pass(clock)
+            let_time_pass()
         assert readings == sorted(readings)
         assert readings[-1] > readings[0]
 

@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 import pytest
 
 from horae.outbound.results import AttemptResult, SendResult
-from horae.ports import Clock
 from horae.projections.rows import Stage
 from horae.testing import (
     InMemoryLog,
@@ -102,9 +101,9 @@ class TestVirtualClock(ClockContract):
     def clock(self) -> VirtualClock:
         return VirtualClock()
 
-    def let_time_pass(self, clock: Clock) -> None:
-        assert isinstance(clock, VirtualClock)
-        clock.advance(0.001)
+    @pytest.fixture
+    def let_time_pass(self, clock: VirtualClock) -> Callable[[], None]:
+        return lambda: clock.advance(0.001)
 
 
 class TestStaticResolver(ResolverContract):
