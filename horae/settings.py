@@ -45,6 +45,7 @@ class TenantGrantSettings(BaseModel):
     backfill_max_fires: int | None = None
     dispatch_per_s: float | None = None
     catchup_share: float | None = None
+    max_concurrency: int | None = None
 
 
 class PlannerSettings(BaseSettings):
@@ -90,19 +91,6 @@ class DispatcherSettings(BaseSettings):
     read_timeout_s: float = Field(default=10.0, description="outbound read limit")
     deadline_s: float = Field(default=30.0, description="limit on a whole attempt")
     max_body_bytes: int = Field(default=65_536, description="response bytes read at most")
-    tenant_rate: float = Field(
-        default=100.0, description="default per-tenant dispatch quota (dispatches/s)"
-    )
-    tenant_inflight: int = Field(
-        default=64, description="default per-tenant limit on concurrent sends (hard)"
-    )
-    tenant_limits: dict[str, dict[str, float]] = Field(
-        default_factory=dict,
-        description='per-tenant overrides, JSON {tenant: {"rate": r, "inflight": n}}',
-    )
-    catchup_share: float = Field(
-        default=0.1, description="share of a tenant's dispatch quota catch-up may use (hard cap)"
-    )
     breaker_threshold: int = Field(
         default=5, description="consecutive failed fires that pause a trigger (0: never)"
     )
@@ -256,9 +244,11 @@ class Settings(BaseSettings):
     )
     tenant_grants: dict[str, TenantGrantSettings] = Field(
         default_factory=dict,
-        description='ceilings granted per tenant, JSON {tenant: {"horizon_max_s": s, '
-        '"backfill_max_fires": n, "dispatch_per_s": r, "catchup_share": x}}; unset fields and '
-        "tenants: the schema defaults (a definition may only ask for less)",
+        description='what the platform grants each tenant, JSON {tenant: {"horizon_max_s": s, '
+        '"backfill_max_fires": n, "dispatch_per_s": r, "catchup_share": x, "max_concurrency": '
+        "c}}: the ceilings of its definitions' horizon and backfill size (a definition may only "
+        "ask for less) and its dispatch limits, summed over every dispatcher process; unset "
+        "fields and tenants: the schema defaults (10/s, 0.2, 64 in flight)",
     )
     platform_key_id: str = Field(
         default="horae-platform", description="key id of the platform's definition-signing key"

@@ -6,7 +6,8 @@ the environment only: ``HORAE_DISPATCHER_WEBHOOK_SECRETS`` (JSON
 ``{tenant: {ref: "whsec_..."}}``: the secrets ``Target.secret_refs`` name, looked up under the
 fire's own tenant), ``HORAE_DISPATCHER_ALLOW`` (JSON list of CIDRs / ``host:port`` a target
 may reach although not public; for local demos and tests),
-``HORAE_DISPATCHER_TENANT_LIMITS`` (per-tenant quotas), ``HORAE_DISPATCHER_CALLBACK_SECRET``,
+``HORAE_TENANT_GRANTS`` (each tenant's dispatch rate, catch-up share and concurrency, shared by
+every dispatcher of the group), ``HORAE_DISPATCHER_CALLBACK_SECRET``,
 ``HORAE_PLATFORM_KEY`` (+ ``_ID``; the breaker signs paused versions with it — the settings add it
 to every tenant's key map, so planners given the same environment accept them),
 ``HORAE_TENANT_KEYS``.

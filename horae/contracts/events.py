@@ -205,7 +205,12 @@ class Policies:
 @event
 @dataclass(frozen=True, slots=True)
 class Quotas:
-    """The tenant quotas this trigger is subject to (as granted when it was authored)."""
+    """Per-trigger quotas. ``backfill_max_fires``: the most fires one backfill of this trigger
+    may produce (the planner applies the lower of it and the tenant's grant). The dispatch limits
+    are the tenant's grant alone (:class:`horae.contracts.grants.TenantGrant`, applied by the
+    dispatcher): ``dispatch_per_s``, ``catchup_share`` and ``max_concurrency`` are reserved here,
+    a definition must leave them at their defaults (any other value is refused at ingest, cause
+    ``invalid``; Avro fields are kept for compatibility)."""
 
     dispatch_per_s: float = 10.0
     catchup_share: float = 0.2
