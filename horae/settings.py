@@ -1,7 +1,8 @@
 """The one configuration object of Horae (pydantic-settings).
 
 :class:`Settings` holds the knobs every process shares and one section per process or area
-(``planner``, ``dispatcher``, ``projector``, ``next``, ``demo``, ``dev``). Each field reads one
+(``planner``, ``dispatcher``, ``projector``, ``next``, ``demo``, ``dev``) or operator command
+(``dlq``, ``projections``, ``topics``, ``tenants``). Each field reads one
 environment variable: ``HORAE_<FIELD>`` for the shared ones, ``HORAE_<SECTION>_<FIELD>`` for a
 section's (``settings.planner.tick_s`` <- ``HORAE_PLANNER_TICK_S``). This module is the only place
 that reads ``HORAE_*``; the CLI derives each command's flags from the same fields
@@ -164,6 +165,55 @@ class DemoSettings(BaseSettings):
     log_level: str = Field(default="WARNING", description="log level of the demo's processes")
 
 
+class DlqSettings(BaseSettings):
+    """``horae dlq list|redrive`` (``HORAE_DLQ_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_DLQ_", extra="ignore")
+
+    fire_key: list[str] = Field(
+        default_factory=list, description="only these fires (repeat the flag; env: JSON list)"
+    )
+    tenant: str | None = Field(default=None, description="only this tenant's fires")
+    trigger: str | None = Field(default=None, description="only this trigger's fires")
+    all: bool = Field(default=False, description="redrive every entry (no filter needed)")
+    dry_run: bool = Field(default=False, description="print, produce nothing")
+
+
+class ProjectionsSettings(BaseSettings):
+    """``horae projections rebuild|verify`` (``HORAE_PROJECTIONS_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_PROJECTIONS_", extra="ignore")
+
+    shadow: str | None = Field(
+        default=None, description="shadow schema; unset: <projection schema>_shadow"
+    )
+    samples: int = Field(default=5, description="divergent keys shown per table")
+    swap: bool = Field(default=False, description="then make the shadow live")
+
+
+class TopicsSettings(BaseSettings):
+    """``horae topics`` (``HORAE_TOPICS_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_TOPICS_", extra="ignore")
+
+    output: Literal["text", "json"] = Field(
+        default="text", description="describe: text, or json (machine-readable)"
+    )
+
+
+class TenantsSettings(BaseSettings):
+    """``horae tenants`` (``HORAE_TENANTS_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_TENANTS_", extra="ignore")
+
+    password: SecretStr | None = Field(
+        default=None, description="add: the tenant principal's password; unset: a new one"
+    )
+    reason: str | None = Field(
+        default=None, description="suspend/resume: why (kept in the command)"
+    )
+
+
 class DevSettings(BaseSettings):
     """The local stack, ``horae dev`` (``HORAE_DEV_*``)."""
 
@@ -290,6 +340,10 @@ class Settings(BaseSettings):
     next: NextSettings = Field(default_factory=NextSettings)
     demo: DemoSettings = Field(default_factory=DemoSettings)
     dev: DevSettings = Field(default_factory=DevSettings)
+    dlq: DlqSettings = Field(default_factory=DlqSettings)
+    projections: ProjectionsSettings = Field(default_factory=ProjectionsSettings)
+    topics: TopicsSettings = Field(default_factory=TopicsSettings)
+    tenants: TenantsSettings = Field(default_factory=TenantsSettings)
 
     @model_validator(mode="after")
     def _platform_key_in_every_tenant(self) -> Settings:
@@ -362,6 +416,10 @@ SECTIONS: dict[str, type[BaseSettings]] = {
     "next": NextSettings,
     "demo": DemoSettings,
     "dev": DevSettings,
+    "dlq": DlqSettings,
+    "projections": ProjectionsSettings,
+    "topics": TopicsSettings,
+    "tenants": TenantsSettings,
 }
 
 

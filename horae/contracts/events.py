@@ -184,7 +184,7 @@ class Target:
     headers: Mapping[str, str] = field(default_factory=dict)
     topic: str | None = None
     secret_refs: tuple[str, ...] = ()  # signing secrets, current first (rotation)
-    timeout_ms: int = 10_000
+    timeout_ms: int = 10_000  # not applied yet: HORAE_DISPATCHER_DEADLINE_S bounds each attempt
     body: str = "envelope"  # since v3: "envelope" | "raw"
 
 
