@@ -85,7 +85,7 @@ class FireState(StrEnum):
     each value"). Reserved symbols are written by no path and stay only because an Avro enum
     symbol cannot be removed compatibly (a reader would fail on old records holding it)."""
 
-    FIRED = "fired"  # committed and handed to a lane (or produced: event targets)
+    FIRED = "fired"  # committed and handed over (an order on a lane, or an event target's event)
     SKIPPED = "skipped"  # decided not to dispatch (misfire skip, overlap skip)
     EXPIRED = "expired"  # older than the catch-up horizon
     PAUSED = "paused"  # due while its tenant was suspended (cause "tenant suspended")
