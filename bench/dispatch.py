@@ -164,8 +164,9 @@ def env_for(bootstrap: str, prefix: str, slot: str) -> dict[str, str]:
         HORAE_TOPIC_PARTITIONS=str(PARTITIONS),
         HORAE_DISPATCHER_ALLOW='["127.0.0.1/32"]',
         HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps({TENANT: {"bench": SECRET}}),
-        HORAE_DISPATCHER_TENANT_RATE="1000000",
-        HORAE_DISPATCHER_TENANT_INFLIGHT="256",
+        HORAE_TENANT_GRANTS=json.dumps(
+            {TENANT: {"dispatch_per_s": 1_000_000, "max_concurrency": 256}}
+        ),
         HORAE_DISPATCHER_MAX_INFLIGHT="256",
         HORAE_DISPATCHER_CALLBACK_SECRET="bench",
         HORAE_DISPATCHER_SLOT=slot,

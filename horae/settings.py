@@ -1,7 +1,8 @@
 """The one configuration object of Horae (pydantic-settings).
 
 :class:`Settings` holds the knobs every process shares and one section per process or area
-(``planner``, ``dispatcher``, ``projector``, ``next``, ``demo``, ``dev``). Each field reads one
+(``planner``, ``dispatcher``, ``projector``, ``next``, ``demo``, ``dev``) or operator command
+(``dlq``, ``projections``, ``topics``, ``tenants``). Each field reads one
 environment variable: ``HORAE_<FIELD>`` for the shared ones, ``HORAE_<SECTION>_<FIELD>`` for a
 section's (``settings.planner.tick_s`` <- ``HORAE_PLANNER_TICK_S``). This module is the only place
 that reads ``HORAE_*``; the CLI derives each command's flags from the same fields
@@ -45,6 +46,7 @@ class TenantGrantSettings(BaseModel):
     backfill_max_fires: int | None = None
     dispatch_per_s: float | None = None
     catchup_share: float | None = None
+    max_concurrency: int | None = None
 
 
 class PlannerSettings(BaseSettings):
@@ -90,19 +92,6 @@ class DispatcherSettings(BaseSettings):
     read_timeout_s: float = Field(default=10.0, description="outbound read limit")
     deadline_s: float = Field(default=30.0, description="limit on a whole attempt")
     max_body_bytes: int = Field(default=65_536, description="response bytes read at most")
-    tenant_rate: float = Field(
-        default=100.0, description="default per-tenant dispatch quota (dispatches/s)"
-    )
-    tenant_inflight: int = Field(
-        default=64, description="default per-tenant limit on concurrent sends (hard)"
-    )
-    tenant_limits: dict[str, dict[str, float]] = Field(
-        default_factory=dict,
-        description='per-tenant overrides, JSON {tenant: {"rate": r, "inflight": n}}',
-    )
-    catchup_share: float = Field(
-        default=0.1, description="share of a tenant's dispatch quota catch-up may use (hard cap)"
-    )
     breaker_threshold: int = Field(
         default=5, description="consecutive failed fires that pause a trigger (0: never)"
     )
@@ -174,6 +163,55 @@ class DemoSettings(BaseSettings):
     expr: str = Field(default="*/5 * * * * *", description="the demo trigger's cron expression")
     seconds: float = Field(default=0.0, description="stop after this long; 0: until Ctrl-C")
     log_level: str = Field(default="WARNING", description="log level of the demo's processes")
+
+
+class DlqSettings(BaseSettings):
+    """``horae dlq list|redrive`` (``HORAE_DLQ_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_DLQ_", extra="ignore")
+
+    fire_key: list[str] = Field(
+        default_factory=list, description="only these fires (repeat the flag; env: JSON list)"
+    )
+    tenant: str | None = Field(default=None, description="only this tenant's fires")
+    trigger: str | None = Field(default=None, description="only this trigger's fires")
+    all: bool = Field(default=False, description="redrive every entry (no filter needed)")
+    dry_run: bool = Field(default=False, description="print, produce nothing")
+
+
+class ProjectionsSettings(BaseSettings):
+    """``horae projections rebuild|verify`` (``HORAE_PROJECTIONS_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_PROJECTIONS_", extra="ignore")
+
+    shadow: str | None = Field(
+        default=None, description="shadow schema; unset: <projection schema>_shadow"
+    )
+    samples: int = Field(default=5, description="divergent keys shown per table")
+    swap: bool = Field(default=False, description="then make the shadow live")
+
+
+class TopicsSettings(BaseSettings):
+    """``horae topics`` (``HORAE_TOPICS_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_TOPICS_", extra="ignore")
+
+    output: Literal["text", "json"] = Field(
+        default="text", description="describe: text, or json (machine-readable)"
+    )
+
+
+class TenantsSettings(BaseSettings):
+    """``horae tenants`` (``HORAE_TENANTS_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_TENANTS_", extra="ignore")
+
+    password: SecretStr | None = Field(
+        default=None, description="add: the tenant principal's password; unset: a new one"
+    )
+    reason: str | None = Field(
+        default=None, description="suspend/resume: why (kept in the command)"
+    )
 
 
 class DevSettings(BaseSettings):
@@ -256,9 +294,11 @@ class Settings(BaseSettings):
     )
     tenant_grants: dict[str, TenantGrantSettings] = Field(
         default_factory=dict,
-        description='ceilings granted per tenant, JSON {tenant: {"horizon_max_s": s, '
-        '"backfill_max_fires": n, "dispatch_per_s": r, "catchup_share": x}}; unset fields and '
-        "tenants: the schema defaults (a definition may only ask for less)",
+        description='what the platform grants each tenant, JSON {tenant: {"horizon_max_s": s, '
+        '"backfill_max_fires": n, "dispatch_per_s": r, "catchup_share": x, "max_concurrency": '
+        "c}}: the ceilings of its definitions' horizon and backfill size (a definition may only "
+        "ask for less) and its dispatch limits, summed over every dispatcher process; unset "
+        "fields and tenants: the schema defaults (10/s, 0.2, 64 in flight)",
     )
     platform_key_id: str = Field(
         default="horae-platform", description="key id of the platform's definition-signing key"
@@ -300,6 +340,10 @@ class Settings(BaseSettings):
     next: NextSettings = Field(default_factory=NextSettings)
     demo: DemoSettings = Field(default_factory=DemoSettings)
     dev: DevSettings = Field(default_factory=DevSettings)
+    dlq: DlqSettings = Field(default_factory=DlqSettings)
+    projections: ProjectionsSettings = Field(default_factory=ProjectionsSettings)
+    topics: TopicsSettings = Field(default_factory=TopicsSettings)
+    tenants: TenantsSettings = Field(default_factory=TenantsSettings)
 
     @model_validator(mode="after")
     def _platform_key_in_every_tenant(self) -> Settings:
@@ -372,6 +416,10 @@ SECTIONS: dict[str, type[BaseSettings]] = {
     "next": NextSettings,
     "demo": DemoSettings,
     "dev": DevSettings,
+    "dlq": DlqSettings,
+    "projections": ProjectionsSettings,
+    "topics": TopicsSettings,
+    "tenants": TenantsSettings,
 }
 
 

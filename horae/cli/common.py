@@ -3,8 +3,10 @@ logging, metrics.
 
 A command's flags come from the fields of :class:`~horae.settings.Settings` (:func:`add_flags`):
 ``--tick-s`` for ``planner.tick_s``, its help the field's description plus its environment
-variable and default. A flag given on the command line overrides the environment; the entry point
-applies them with :func:`settings_from_args` and hands the command the result.
+variable and default. Every flag of every command is one (positional arguments aside), so each
+has an environment fallback; a ``list[str]`` field is a repeated flag (its env: a JSON list). A
+flag given on the command line overrides the environment; the entry point applies them with
+:func:`settings_from_args` and hands the command the result.
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ _SCALARS = (str, int, float, bool, Path)
 
 
 def _flag_type(annotation: Any) -> Any:
-    """The scalar type behind ``annotation`` (``X | None`` unwrapped), a ``Literal``, or None
-    for what a flag does not carry (lists, maps, secrets: those are set through the env)."""
+    """The scalar type behind ``annotation`` (``X | None`` unwrapped), a ``Literal``,
+    ``list[str]`` (a repeated flag), or None for what a flag does not carry (maps, secrets:
+    those are set through the env)."""
     if get_origin(annotation) in (Union, types.UnionType):
         rest = [a for a in get_args(annotation) if a is not type(None)]
         annotation = rest[0] if len(rest) == 1 else None
-    if get_origin(annotation) is Literal or annotation in _SCALARS:
+    if get_origin(annotation) is Literal or annotation in _SCALARS or annotation == list[str]:
         return annotation
     return None
 
@@ -74,6 +77,8 @@ def add_flags(
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, **common)
         elif get_origin(kind) is Literal:
             parser.add_argument(flag, choices=get_args(kind), **common)
+        elif kind == list[str]:
+            parser.add_argument(flag, action="append", metavar="VALUE", **common)
         else:
             unit = name.rpartition("_")[2]
             metavar = "SECONDS" if unit == "s" else unit.upper()

@@ -1,12 +1,14 @@
 """``horae dispatcher`` (run a dispatcher worker) and ``horae dlq list|redrive``.
 
 The dispatcher's settings are the ``dispatcher`` section of :class:`horae.settings.Settings`
-(``HORAE_DISPATCHER_*``); the scalar ones are flags too (``horae dispatcher --help``). Set through
-the environment only: ``HORAE_DISPATCHER_WEBHOOK_SECRETS`` (JSON
+(``HORAE_DISPATCHER_*``); the scalar ones and the allowlist are flags too (``horae dispatcher
+--help``; ``HORAE_DISPATCHER_ALLOW`` or a repeated ``--allow``: CIDRs / ``host:port`` a target may
+reach although not public, for local demos and tests); ``horae dlq``'s are the ``dlq`` section
+(``HORAE_DLQ_*``). Set through the environment only: ``HORAE_DISPATCHER_WEBHOOK_SECRETS`` (JSON
 ``{tenant: {ref: "whsec_..."}}``: the secrets ``Target.secret_refs`` name, looked up under the
-fire's own tenant), ``HORAE_DISPATCHER_ALLOW`` (JSON list of CIDRs / ``host:port`` a target
-may reach although not public; for local demos and tests),
-``HORAE_DISPATCHER_TENANT_LIMITS`` (per-tenant quotas), ``HORAE_DISPATCHER_CALLBACK_SECRET``,
+fire's own tenant),
+``HORAE_TENANT_GRANTS`` (each tenant's dispatch rate, catch-up share and concurrency, shared by
+every dispatcher of the group), ``HORAE_DISPATCHER_CALLBACK_SECRET``,
 ``HORAE_PLATFORM_KEY`` (+ ``_ID``; the breaker signs paused versions with it — the settings add it
 to every tenant's key map, so planners given the same environment accept them),
 ``HORAE_TENANT_KEYS``.
@@ -41,14 +43,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ("redrive", "send DLQ'd fires again under their original key"),
     ):
         a = sub.add_parser(name, help=helptext)
-        a.add_argument("--fire-key", action="append", default=[], help="only this fire (repeat)")
-        a.add_argument("--tenant", default=None, help="only this tenant's fires")
-        a.add_argument("--trigger", default=None, help="only this trigger's fires")
-        if name == "redrive":
-            a.add_argument(
-                "--all", action="store_true", help="redrive every entry (no filter needed)"
-            )
-            a.add_argument("--dry-run", action="store_true", help="print, produce nothing")
+        flags = ["fire_key", "tenant", "trigger"]
+        add_flags(a, "dlq", only=flags + (["all", "dry_run"] if name == "redrive" else []))
         a.set_defaults(func=run_dlq)
 
 
@@ -77,13 +73,14 @@ def run_dlq(settings: Settings, args: argparse.Namespace) -> int:
     from horae.streams.dispatcher.redrive import dlq_entries, redrive, select
 
     bootstrap, _ = require_services(settings, need_database=False)
+    mine = settings.dlq
     entries = select(
         dlq_entries(bootstrap, settings.topic_prefix),
-        fire_keys=args.fire_key,
-        tenant=args.tenant,
-        trigger_id=args.trigger,
+        fire_keys=mine.fire_key,
+        tenant=mine.tenant,
+        trigger_id=mine.trigger,
     )
-    filtered = bool(args.fire_key or args.tenant or args.trigger)
+    filtered = bool(mine.fire_key or mine.tenant or mine.trigger)
     for e in entries:
         fire = e.order.fire
         print(
@@ -100,10 +97,10 @@ def run_dlq(settings: Settings, args: argparse.Namespace) -> int:
         )
     if args.dlq_command == "list":
         return 0
-    if not filtered and not args.all:
+    if not filtered and not mine.all:
         print("refusing to redrive everything: give --fire-key/--tenant/--trigger or --all")
         return 2
-    if args.dry_run:
+    if mine.dry_run:
         print(f"dry run: {len(entries)} fires would be redriven")
         return 0
     operator = settings.kafka_username or "admin"  # the principal the broker knows this CLI as

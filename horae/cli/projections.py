@@ -1,7 +1,8 @@
 """Read-model commands: ``horae projector``, ``horae migrate``,
-``horae projections rebuild|verify|swap``.
+``horae projections rebuild|verify [--swap]``.
 
-Settings: the ``projector`` section (``HORAE_PROJECTOR_*``) and the live schema
+Settings: the ``projector`` section (``HORAE_PROJECTOR_*``), the ``projections`` section
+(``HORAE_PROJECTIONS_*``: shadow schema, samples, swap) and the live schema
 (``--projection-schema``, ``HORAE_PROJECTION_SCHEMA``); services come from
 ``HORAE_KAFKA_BOOTSTRAP`` / ``HORAE_DATABASE_URL`` (else the local stack).
 
@@ -48,15 +49,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     proj = subparsers.add_parser("projections", help="rebuild, verify and swap read models")
     sub = proj.add_subparsers(dest="projections_command", metavar="ACTION", required=True)
-    r = sub.add_parser("rebuild", help="replay every topic from the beginning into the shadow")
+    r = sub.add_parser(
+        "rebuild", help="replay the projected topics from the beginning into the shadow"
+    )
     _schema_flag(r)
-    r.add_argument("--shadow", default=None, help="shadow schema (default <schema>_shadow)")
+    add_flags(r, "projections", only=["shadow"])
     r.set_defaults(func=run_rebuild)
     v = sub.add_parser("verify", help="compare shadow and live row by row")
     _schema_flag(v)
-    v.add_argument("--shadow", default=None, help="shadow schema (default <schema>_shadow)")
-    v.add_argument("--samples", type=int, default=5, help="divergent keys shown per table")
-    v.add_argument("--swap", action="store_true", help="then make the shadow live")
+    add_flags(v, "projections", only=["shadow", "samples", "swap"])
     v.set_defaults(func=run_verify)
 
 
@@ -163,7 +164,7 @@ def run_rebuild(settings: Settings, args: argparse.Namespace) -> int:
     from horae.projections.rebuild import progress_printer, rebuild
 
     setup_logging("rebuild", settings.log_level)
-    shadow = args.shadow or f"{settings.projection_schema}_shadow"
+    shadow = settings.projections.shadow or f"{settings.projection_schema}_shadow"
     config = _config(settings, shadow, "owner")
     roles = database_urls(settings, config.database_url).roles()
     stop = threading.Event()
@@ -184,16 +185,18 @@ def run_verify(settings: Settings, args: argparse.Namespace) -> int:
     from horae.projections.rebuild import verify
 
     live = settings.projection_schema
-    shadow = args.shadow or f"{live}_shadow"
+    shadow = settings.projections.shadow or f"{live}_shadow"
     _, owner = require_services(settings)
     try:
-        report = verify(database_urls(settings, owner).reader, live, shadow, args.samples)
+        report = verify(
+            database_urls(settings, owner).reader, live, shadow, settings.projections.samples
+        )
     except (ValueError, psycopg.errors.InsufficientPrivilege) as exc:
         print(f"verify: {exc}", file=sys.stderr)
         return 2
     print(report.render())
-    if args.swap:
+    if settings.projections.swap:
         with psycopg.connect(owner, autocommit=True) as conn:
             old = pschema.swap(conn, live, shadow)
         print(f"swapped: {shadow} is now {live}; the previous one is kept as {old}")
-    return 1 if report.divergence and not args.swap else 0
+    return 1 if report.divergence and not settings.projections.swap else 0

@@ -3,12 +3,13 @@ a suspension.
 
 Usage::
 
-    horae tenants add NAME [--password P]
+    horae tenants add NAME                  # password: HORAE_TENANTS_PASSWORD, else a new one
     horae tenants suspend NAME [--reason TEXT]
     horae tenants resume NAME [--reason TEXT]
 
 ``add`` (run as the Kafka admin) creates the tenant's Kafka principal (SCRAM-SHA-512 user
-``tenant.<token>``, password from ``--password`` or generated), the catalogue's missing topics with
+``tenant.<token>``, password from ``HORAE_TENANTS_PASSWORD`` — a secret, so not a flag — or
+generated), the catalogue's missing topics with
 the tenant's events topic, and the tenant's ACLs (:mod:`horae.kafka.acls`: write ``definitions``
 and ``commands``, read its own events topics, consumer groups ``<prefix>tenant.<token>.*``); it
 prints the password and a new ingress key (granting ``author``) once, to be added to
@@ -57,7 +58,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     text = "create a tenant's Kafka principal, ACLs, events topic and an ingress key"
     add = sub.add_parser("add", help=text, description=text)
     add.add_argument("tenant", nargs="?", metavar="NAME", help="the tenant (required)")
-    add.add_argument("--password", default=None, help="the principal's password (default: new)")
     add_flags(
         add,
         None,
@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     for action, text in helps.items():
         p = sub.add_parser(action, help=text, description=text)
         p.add_argument("tenant", nargs="?", metavar="NAME", help="the tenant (required)")
-        p.add_argument("--reason", default=None, help="why (kept in the command)")
+        add_flags(p, "tenants", only=["reason"])
         add_flags(
             p,
             None,
@@ -110,7 +110,8 @@ def _add(settings: Settings, args: argparse.Namespace) -> int:
         print(f"horae tenants add: {tenant!r} is not a tenant id", file=sys.stderr)
         return 2
     bootstrap = LocalStack.from_settings(settings).endpoints.kafka_bootstrap
-    password = args.password or new_password()
+    given = settings.tenants.password
+    password = given.get_secret_value() if given else new_password()
     user = tenant_principal(tenant)
     admin = admin_client(bootstrap)
     try:
@@ -140,7 +141,11 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     try:
         command = tenant_command(
-            settings, args.tenant, ACTIONS[args.tenants_command], args.reason, datetime.now(UTC)
+            settings,
+            args.tenant,
+            ACTIONS[args.tenants_command],
+            settings.tenants.reason,
+            datetime.now(UTC),
         )
     except ValueError as exc:
         print(f"{name}: {exc}", file=sys.stderr)

@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     describe_p = sub.add_parser(
         "describe", help="show every topic and its drift from the catalogue; exit 1 on drift"
     )
-    describe_p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_flags(describe_p, "topics", only=["output"])
     describe_p.set_defaults(func=_describe)
     shared = ["kafka_bootstrap", "topic_prefix", "topic_partitions", "topic_replication_factor"]
     for p in (apply_p, describe_p):
@@ -71,7 +71,7 @@ def _describe(settings: Settings, args: argparse.Namespace) -> int:
     except Exception as exc:
         print(f"horae topics describe: {exc}", file=sys.stderr)
         return 1
-    if args.json:
+    if settings.topics.output == "json":
         rows = [
             {
                 "topic": name,

@@ -81,12 +81,16 @@ class Lane(StrEnum):
 
 
 class FireState(StrEnum):
-    FIRED = "fired"  # committed and handed to a lane
-    SKIPPED = "skipped"  # decided not to dispatch (misfire skip, overlap skip, dst skip...)
+    """The decision about one instant; who writes each value: docs/contracts.md ("Who produces
+    each value"). Reserved symbols are written by no path and stay only because an Avro enum
+    symbol cannot be removed compatibly (a reader would fail on old records holding it)."""
+
+    FIRED = "fired"  # committed and handed over (an order on a lane, or an event target's event)
+    SKIPPED = "skipped"  # decided not to dispatch (misfire skip, overlap skip)
     EXPIRED = "expired"  # older than the catch-up horizon
-    PAUSED = "paused"  # due while the trigger was paused
-    REJECTED = "rejected"  # refused (quota, authorisation)
-    SHED = "shed"  # dropped under overload, per the shedding order
+    PAUSED = "paused"  # due while its tenant was suspended (cause "tenant suspended")
+    REJECTED = "rejected"  # reserved: never written (a refused act is quarantined and audited)
+    SHED = "shed"  # reserved: never written (the dispatcher defers shed work, never drops it)
     REPLACED = "replaced"  # cancelled by a newer fire (overlap replace)
 
 
@@ -98,13 +102,15 @@ class CommandKind(StrEnum):
 
 
 class TransportResult(StrEnum):
-    OK = "ok"  # 2xx, or the event was produced
+    """How an attempt ended on the wire (the dispatcher maps its sender's results onto these)."""
+
+    OK = "ok"  # 2xx
     HTTP_ERROR = "http_error"  # a non-2xx answer (see http_status)
     TIMEOUT = "timeout"
     CONNECT_ERROR = "connect_error"
     TLS_ERROR = "tls_error"
     REFUSED_ADDRESS = "refused_address"  # SSRF guard: non-public address
-    PRODUCE_ERROR = "produce_error"  # event target: Kafka refused
+    PRODUCE_ERROR = "produce_error"  # reserved: never written (event targets make no attempt)
     UNKNOWN = "unknown"  # outcome unknown (e.g. crash mid-call)
 
 
@@ -165,7 +171,10 @@ class Recurrence:
 @event
 @dataclass(frozen=True, slots=True)
 class Target:
-    """Where: a signed webhook call, or a ``schedule.triggered`` event on a topic of the tenant.
+    """Where: a signed webhook call (the dispatcher), or an event target: the planner produces the
+    ``schedule.triggered`` event itself, in the transaction of the fire record, to ``topic`` —
+    ``events.<token>`` or ``events.<token>.<suffix>`` of the trigger's own tenant (any other topic
+    is refused at ingress; one accepted before that rule goes to the tenant's events topic).
     ``body`` (webhooks): ``envelope`` (the Standard Webhooks JSON envelope around the payload,
     :mod:`horae.outbound.envelope`) or ``raw`` (the payload bytes with their own content type)."""
 
@@ -175,7 +184,7 @@ class Target:
     headers: Mapping[str, str] = field(default_factory=dict)
     topic: str | None = None
     secret_refs: tuple[str, ...] = ()  # signing secrets, current first (rotation)
-    timeout_ms: int = 10_000
+    timeout_ms: int = 10_000  # not applied yet: HORAE_DISPATCHER_DEADLINE_S bounds each attempt
     body: str = "envelope"  # since v3: "envelope" | "raw"
 
 
@@ -205,7 +214,12 @@ class Policies:
 @event
 @dataclass(frozen=True, slots=True)
 class Quotas:
-    """The tenant quotas this trigger is subject to (as granted when it was authored)."""
+    """Per-trigger quotas. ``backfill_max_fires``: the most fires one backfill of this trigger
+    may produce (the planner applies the lower of it and the tenant's grant). The dispatch limits
+    are the tenant's grant alone (:class:`horae.contracts.grants.TenantGrant`, applied by the
+    dispatcher): ``dispatch_per_s``, ``catchup_share`` and ``max_concurrency`` are reserved here,
+    a definition must leave them at their defaults (any other value is refused at ingest, cause
+    ``invalid``; Avro fields are kept for compatibility)."""
 
     dispatch_per_s: float = 10.0
     catchup_share: float = 0.2
@@ -294,7 +308,8 @@ class FireRecord:
     tzdata_version: str
     target_kind: TargetKind
     lane: Lane | None = None
-    cause: str | None = None  # why not dispatched, e.g. "expired: past horizon"
+    cause: str | None = None  # why not dispatched: "skipped: misfire policy", "expired: past
+    # horizon", "tenant suspended" (docs/contracts.md lists every cause and who writes it)
     cause_detail: str | None = None
     command_id: str | None = None
 
@@ -318,7 +333,12 @@ class DispatchOrder:
 @event
 @dataclass(frozen=True, slots=True)
 class PlannerState:
-    """The planner's per-trigger state (topic ``planner-state``, key = trigger key, compacted)."""
+    """The planner's per-trigger state (topic ``planner-state``, key = trigger key, compacted).
+
+    Deprecated, never written (always their defaults): ``next_sequence``, ``last_fire_key``,
+    ``backfill_command_id``, ``backfill_cursor``, ``backfill_to`` (a backfill fires its whole
+    window in one transaction, and a manual run's sequence comes from ``applied_commands``). They
+    have defaults, so a later release may drop them compatibly."""
 
     tenant: str
     trigger_id: str
@@ -381,7 +401,8 @@ class WorkOutcome:
 @event
 @dataclass(frozen=True, slots=True)
 class ScheduleEvent:
-    """Public, tenant-facing (topic ``schedule-events``, key = trigger key)."""
+    """Public, tenant-facing (the tenant's own topic ``events.<token>``; an event target's
+    ``schedule.triggered`` goes to the topic it names; key = trigger key)."""
 
     event_id: str
     type: str  # a ScheduleEventType value; unknown values must be ignored by subscribers
@@ -409,7 +430,8 @@ class Quarantined:
     source_topic: str
     source_partition: int
     source_offset: int
-    cause: str  # a short code: "decode", "schema", "invalid", "unsigned", "signature", ...
+    cause: str  # a short code: "framing", "json", "schema", "avro", "invalid", "unsigned",
+    # "signature", "forbidden", "replayed", "expired", ... (docs/contracts.md)
     detail: str
     original: bytes
     quarantined_at: datetime
@@ -427,7 +449,8 @@ class AuditEntry:
     tenant: str
     principal: str
     role: Role
-    action: str  # e.g. "backfill.request", "horizon.change", "quota.change"
+    action: str  # an act of horae.contracts.grants.Act (e.g. "backfill.request", "tenant.suspend",
+    # "horizon.above_default", "quotas.above_default": a definition using a grant), or "dlq.redrive"
     at: datetime
     allowed: bool
     trigger_id: str | None = None

@@ -9,8 +9,12 @@ that was not granted).
 
 Quotas and the catch-up horizon ceiling come from the platform (:class:`TenantGrant`, settings
 ``tenant_grants``), never from the tenant's definition: a definition may ask for the schema
-default without a grant, for more only with the ``policy`` role, and never for more than its
-tenant's ceiling (a platform-signed version is not held to the ceiling).
+default of ``policies.horizon_s`` and ``quotas.backfill_max_fires`` without a grant, for more
+only with the ``policy`` role, and never for more than its tenant's ceiling (a platform-signed
+version is not held to the ceiling); less is applied (the lower wins). The dispatch limits
+(``dispatch_per_s``, ``catchup_share``, ``max_concurrency``) are the tenant's grant alone, applied
+by the dispatcher; a definition must leave the per-trigger fields at their defaults
+(:func:`horae.contracts.ingress.validate_definition` refuses any other value).
 
 Every check returns a :class:`Forbidden` (cause ``forbidden``: the act, the role it needs, the
 key and its roles) or ``None``; nothing here raises or does I/O.
@@ -79,13 +83,21 @@ DEFAULT_QUOTAS = ev.Quotas()
 
 @dataclass(frozen=True, slots=True)
 class TenantGrant:
-    """The ceilings the platform grants one tenant (defaults: the schema defaults, so a tenant
-    without a grant may ask for nothing above them)."""
+    """What the platform grants one tenant (defaults: the schema defaults, so a tenant without a
+    grant may ask for nothing above them).
+
+    ``horizon_max_s`` and ``backfill_max_fires``: ceilings a definition may ask up to (the
+    planner). ``dispatch_per_s``, ``catchup_share`` and ``max_concurrency``: the tenant's dispatch
+    limits, summed over every dispatcher process (each applies its share of them,
+    :mod:`horae.streams.dispatcher.admission`): the dispatch rate (hard for catch-up and
+    backfill; on-time work over it only takes spare capacity), the share of that rate catch-up
+    may use, and the sends in flight at once."""
 
     horizon_max_s: int = DEFAULT_POLICIES.horizon_s
     backfill_max_fires: int = DEFAULT_QUOTAS.backfill_max_fires
     dispatch_per_s: float = DEFAULT_QUOTAS.dispatch_per_s
     catchup_share: float = DEFAULT_QUOTAS.catchup_share
+    max_concurrency: int = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,10 +222,6 @@ class Grants:
              g.horizon_max_s),
             (q, "quotas.backfill_max_fires", d.quotas.backfill_max_fires,
              DEFAULT_QUOTAS.backfill_max_fires, g.backfill_max_fires),
-            (q, "quotas.dispatch_per_s", d.quotas.dispatch_per_s, DEFAULT_QUOTAS.dispatch_per_s,
-             g.dispatch_per_s),
-            (q, "quotas.catchup_share", d.quotas.catchup_share, DEFAULT_QUOTAS.catchup_share,
-             g.catchup_share),
         ]  # fmt: skip
 
     def check_secret_refs(self, d: ev.TriggerDefinition) -> str | None:

@@ -93,6 +93,13 @@ def decode_definition(data: bytes, codec: Codec | None = None) -> ev.TriggerDefi
     return to_event(ev.TriggerDefinition, normal)
 
 
+UNSET_QUOTAS = ev.Quotas()
+PER_TRIGGER_LIMIT = (
+    "per-trigger dispatch limits are not applied: the tenant's grant governs (HORAE_TENANT_GRANTS);"
+    " leave it at its default"
+)
+
+
 def validate_definition(d: ev.TriggerDefinition) -> None:
     """Structural and domain validation; raises :class:`ValidationError` naming the field."""
     for field, value in (("tenant", d.tenant), ("trigger_id", d.trigger_id)):
@@ -130,6 +137,16 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
             raise ValidationError(field, number, "must not be negative")
     if p.retry.max_attempts < 1:
         raise ValidationError("policies.retry.max_attempts", p.retry.max_attempts, "at least 1")
+    q = d.quotas
+    if q.backfill_max_fires < 0:
+        raise ValidationError("quotas.backfill_max_fires", q.backfill_max_fires, "negative")
+    for field, asked in (
+        ("quotas.dispatch_per_s", q.dispatch_per_s),
+        ("quotas.catchup_share", q.catchup_share),
+        ("quotas.max_concurrency", q.max_concurrency),
+    ):
+        if asked != getattr(UNSET_QUOTAS, field.removeprefix("quotas.")):
+            raise ValidationError(field, asked, PER_TRIGGER_LIMIT)
 
 
 def verify_definition(d: ev.TriggerDefinition, tenant_keys: TenantKeys) -> tuple[str, str] | None:

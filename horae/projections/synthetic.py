@@ -134,12 +134,12 @@ def audit(tenant: str, i: int) -> ev.AuditEntry:
     return ev.AuditEntry(
         audit_id=f"{tenant}-audit-{i}",
         tenant=tenant,
-        principal="ops@" + tenant,
+        principal=tenant + "-policy",  # the signing key id
         role=ev.Role.POLICY,
-        action="horizon.change",
+        action="horizon.above_default",  # a definition using its tenant's horizon grant
         at=START + timedelta(minutes=i),
         allowed=True,
-        detail={"horizon_s": "3600"},
+        detail={"version": "2"},
     )
 
 

@@ -125,7 +125,7 @@ def test_horizon_and_quotas_above_the_default_need_policy_and_stay_under_the_cei
     quota = ev.Quotas(backfill_max_fires=6_000)
     over_quota = GRANTS.check_definition(definition("acme-policy", quotas=quota), None)
     assert over_quota is not None and over_quota.act is Act.QUOTAS_ABOVE_DEFAULT
-    less = ev.Quotas(backfill_max_fires=10, dispatch_per_s=1.0)
+    less = ev.Quotas(backfill_max_fires=10)
     assert GRANTS.check_definition(definition("acme-author", quotas=less), None) is None
     assert GRANTS.privileged_acts(definition("acme-policy", policies=three_days)) == [
         Act.HORIZON_ABOVE_DEFAULT

@@ -109,8 +109,10 @@ def _model_field(dest: str) -> tuple[type[BaseSettings], str]:
 
 def _values(annotation: Any) -> tuple[str, str, Any]:
     """(env value, flag value, the flag's value once parsed) for a flag of this type."""
+    if annotation == list[str]:  # a repeated flag; its env is a JSON list
+        return '["from-env"]', "from-flag", ["from-flag"]
     kinds = [a for a in get_args(annotation) if a is not type(None)] or [annotation]
-    kind = kinds[0]
+    kind = annotation if get_origin(annotation) is Literal else kinds[0]
     if get_origin(kind) is Literal:
         choices = get_args(kind)
         return choices[0], choices[-1], choices[-1]
@@ -156,6 +158,22 @@ def test_every_flag_shows_its_env_name_and_overrides_the_env(
         for name, field in model.model_fields.items():
             if not re.search(r"dict|list|Secret", str(field.annotation)):
                 assert (model, name) in checked, f"{model.__name__}.{name} has no flag"
+
+
+def test_every_flag_of_every_command_has_an_environment_fallback() -> None:
+    """The README's promise: no hand-written option; each one is a settings field."""
+    for path, parser in _commands(build_parser()):
+        for action in parser._actions:
+            if not action.option_strings or isinstance(action, argparse._HelpAction):
+                continue
+            assert action.dest.startswith("setting:"), (
+                f"horae {' '.join(path)} {action.option_strings[0]} has no environment variable"
+            )
+
+
+def test_a_repeated_flag_collects_its_values() -> None:
+    args = build_parser().parse_args(["dlq", "list", "--fire-key", "a", "--fire-key", "b"])
+    assert settings_from_args(args, Settings()).dlq.fire_key == ["a", "b"]
 
 
 def test_flags_not_given_leave_the_env_alone(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,15 @@ tier, and within a tier the oldest ``not_before`` across all triggers and tenant
 A tenant never has more than its ``inflight`` sends at once (hard). Under overload work is thus
 held back (shed) in the published order: backfill, then catch-up, then over-quota, then on-time.
 Shed orders are deferred, never dropped: every committed fire is delivered at least once.
-Selection costs O(tenants with ready work) per order.
+Selection costs O(tenants with ready work) per order; each send takes at most two tokens.
+
+Several processes: a tenant's limits (:class:`~.config.TenantLimits`, from its grant) hold for
+the whole consumer group. Each process applies its *share* of them, ``owned / total`` lane
+partitions (:meth:`Admission.set_share`, called by the pump on every assignment and revocation):
+rates are multiplied by the share, the in-flight cap too (rounded down, at least 1). As the
+planner spreads a tenant's triggers over the partitions by key, the shares add up to the
+tenant's grant; a tenant whose work sits on few partitions gets less than its grant, never more
+(the in-flight cap's "at least 1" aside: with more processes than the cap, each still sends one).
 """
 
 from __future__ import annotations
@@ -65,10 +73,17 @@ class TokenBucket:
     __slots__ = ("burst", "rate", "stamp", "tokens")
 
     def __init__(self, rate: float, now: float) -> None:
+        self.stamp = now
+        self.tokens = 0.0
+        self.set_rate(rate, now)
+        self.tokens = self.burst
+
+    def set_rate(self, rate: float, now: float) -> None:
+        """A new rate from ``now`` on (tokens held beyond the new burst are dropped)."""
+        self._refill(now)
         self.rate = max(rate, 1e-9)
         self.burst = max(1.0, rate)
-        self.tokens = self.burst
-        self.stamp = now
+        self.tokens = min(self.tokens, self.burst)
 
     def _refill(self, now: float) -> None:
         if now > self.stamp:
@@ -87,11 +102,18 @@ class TokenBucket:
         return max(0.0, (1.0 - self.tokens) / self.rate)
 
 
+def process_cap(inflight: int, share: float) -> int:
+    """This process's part of a tenant's in-flight cap: ``inflight * share`` rounded down, at
+    least 1."""
+    return max(1, int(inflight * share))
+
+
 @dataclass(slots=True)
 class _Tenant:
     limits: TenantLimits
     bucket: TokenBucket
     catchup: TokenBucket
+    cap: int  # this process's part of limits.inflight
     inflight: int = 0
     ready: dict[LaneClass, list[tuple[float, int, object]]] = field(
         default_factory=lambda: {c: [] for c in LaneClass}
@@ -99,17 +121,14 @@ class _Tenant:
 
 
 class Admission(Generic[T]):
-    """Holds orders until they are ready and picks the next one to send (module docstring)."""
+    """Holds orders until they are ready and picks the next one to send (module docstring).
 
-    def __init__(
-        self,
-        limits: Callable[[str], TenantLimits],
-        *,
-        catchup_share: float = 0.1,
-        max_inflight: int = 256,
-    ) -> None:
+    ``limits``: a tenant's limits over every process; this process applies ``share`` of them
+    (1 until :meth:`set_share`)."""
+
+    def __init__(self, limits: Callable[[str], TenantLimits], *, max_inflight: int = 256) -> None:
         self._limits = limits
-        self._share = catchup_share
+        self.share = 1.0
         self.max_inflight = max_inflight
         self.inflight = 0
         self._tenants: dict[str, _Tenant] = {}
@@ -120,12 +139,26 @@ class Admission(Generic[T]):
     def _tenant(self, name: str, now: float) -> _Tenant:
         t = self._tenants.get(name)
         if t is None:
-            limits = self._limits(name)
+            lim = self._limits(name)
+            rate = lim.rate * self.share
             t = _Tenant(
-                limits, TokenBucket(limits.rate, now), TokenBucket(limits.rate * self._share, now)
+                lim,
+                TokenBucket(rate, now),
+                TokenBucket(rate * lim.catchup_share, now),
+                process_cap(lim.inflight, self.share),
             )
             self._tenants[name] = t
         return t
+
+    def set_share(self, share: float, now: float) -> None:
+        """This process now owns ``share`` (0..1) of the lane partitions: every tenant's rates
+        and in-flight cap become that share of its limits (O(tenants), once per rebalance)."""
+        self.share = share
+        for t in self._tenants.values():
+            rate = t.limits.rate * share
+            t.bucket.set_rate(rate, now)
+            t.catchup.set_rate(rate * t.limits.catchup_share, now)
+            t.cap = process_cap(t.limits.inflight, share)
 
     def add(self, item: T, tenant: str, klass: LaneClass, not_before: float, now: float) -> None:
         """Hold ``item`` until ``not_before`` (unix seconds)."""
@@ -157,7 +190,7 @@ class Admission(Generic[T]):
         ):
             for name, t in self._tenants.items():
                 heap = t.ready[klass]
-                if not heap or t.inflight >= t.limits.inflight:
+                if not heap or t.inflight >= t.cap:
                     continue
                 if best is not None and heap[0][:2] >= best[:2]:
                     continue
@@ -194,7 +227,7 @@ class Admission(Generic[T]):
         if self._delayed:
             waits.append(max(0.0, self._delayed[0][0] - now))
         for t in self._tenants.values():
-            if t.inflight >= t.limits.inflight:
+            if t.inflight >= t.cap:
                 continue
             if t.ready[LaneClass.ON_TIME]:
                 waits.append(0.0)

@@ -7,6 +7,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from horae.contracts.grants import Grants, TenantGrant
 from horae.outbound import SenderConfig, SigningKeys
 from horae.settings import Settings
 
@@ -15,17 +16,28 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class TenantLimits:
-    """``rate``: the tenant's dispatch quota (dispatches/s; in-quota work goes first, over-quota
-    work only uses spare capacity); ``inflight``: hard cap on its concurrent sends."""
+    """A tenant's dispatch limits over every dispatcher process (from its
+    :class:`~horae.contracts.grants.TenantGrant`): ``rate`` (dispatches/s; in-quota work goes
+    first, over-quota on-time work only uses spare capacity, catch-up and backfill never go over
+    it), ``catchup_share`` (the share of ``rate`` catch-up may use, hard) and ``inflight`` (hard
+    cap on its concurrent sends). A process applies its share of them
+    (:meth:`~horae.streams.dispatcher.admission.Admission.set_share`)."""
 
-    rate: float = 100.0
+    rate: float = 10.0
     inflight: int = 64
+    catchup_share: float = 0.2
+
+    @classmethod
+    def of(cls, grant: TenantGrant) -> TenantLimits:
+        return cls(grant.dispatch_per_s, grant.max_concurrency, grant.catchup_share)
 
 
 @dataclass(frozen=True)
 class DispatcherConfig:
     """Everything a :class:`~horae.streams.dispatcher.worker.Dispatcher` needs.
 
+    ``grants``: each tenant's dispatch limits (``HORAE_TENANT_GRANTS``, the same grants the
+    planner holds definitions to);
     ``webhook_secrets``: tenant -> ref -> ``whsec_`` secret (a trigger's ``Target.secret_refs``
     name refs of its own tenant, current first); ``platform_key``: signs the paused versions the
     breaker writes (None: the breaker only emits ``schedule.failed``); ``tenant_keys``: the
@@ -38,9 +50,7 @@ class DispatcherConfig:
     allow: tuple[str, ...] = ()
     sender: SenderConfig = field(default_factory=SenderConfig)
     max_inflight: int = 256
-    default_limits: TenantLimits = field(default_factory=TenantLimits)
-    tenant_limits: Mapping[str, TenantLimits] = field(default_factory=dict)
-    catchup_share: float = 0.1
+    grants: Grants = field(default_factory=Grants)
     breaker_threshold: int = 5
     webhook_secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     callback_secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
@@ -53,7 +63,8 @@ class DispatcherConfig:
     max_open_per_partition: int = 20_000  # consumed, unfinished orders before a partition pauses
 
     def limits(self, tenant: str) -> TenantLimits:
-        return self.tenant_limits.get(tenant, self.default_limits)
+        """``tenant``'s limits over every dispatcher process (its grant)."""
+        return TenantLimits.of(self.grants.grant(tenant))
 
     def signing_keys(self, tenant: str, refs: tuple[str, ...]) -> SigningKeys | None:
         """The keys of a target's ``secret_refs``, looked up under its own ``tenant`` only
@@ -72,13 +83,6 @@ class DispatcherConfig:
         """The configuration the ``dispatcher`` section of ``settings`` describes (and its keys),
         with ``overrides`` applied."""
         mine = settings.dispatcher
-        default = TenantLimits(mine.tenant_rate, mine.tenant_inflight)
-        per_tenant = {
-            t: TenantLimits(
-                float(v.get("rate", default.rate)), int(v.get("inflight", default.inflight))
-            )
-            for t, v in mine.tenant_limits.items()
-        }
         if mine.callback_secret is not None:
             callback = mine.callback_secret.get_secret_value().encode()
         else:
@@ -98,9 +102,7 @@ class DispatcherConfig:
                 pool_size=max(mine.max_inflight, 1),
             ),
             max_inflight=mine.max_inflight,
-            default_limits=default,
-            tenant_limits=per_tenant,
-            catchup_share=mine.catchup_share,
+            grants=settings.grants(),
             breaker_threshold=mine.breaker_threshold,
             webhook_secrets={
                 t: {r: v.get_secret_value() for r, v in refs.items()}

@@ -8,6 +8,8 @@
   result, ``target_class`` the answer's class (``2xx``..``5xx``, ``no_answer``);
 - ``horae_dispatch_outcomes_total{state}`` and ``horae_dispatch_unknown_fraction`` (fires ended
   ``unknown`` among all ended fires);
+- ``horae_dispatch_partition_share``: owned / total lane partitions, the share of every tenant's
+  dispatch limits this process applies;
 - ``horae_dispatch_breaker_trips_total``; in-flight sends, held orders by class, retries,
   callbacks by result, transaction aborts.
 """
@@ -60,6 +62,11 @@ class DispatcherMetrics:
         )
         self.callbacks = Counter(
             "horae_dispatch_callbacks", "Outcome callbacks by result", ["result"], registry=r
+        )
+        self.partition_share = Gauge(
+            "horae_dispatch_partition_share",
+            "Share of the lane partitions this process owns (its part of each tenant's limits)",
+            registry=r,
         )
         self.aborts = Counter(
             "horae_dispatch_transaction_aborts", "Aborted transactions", registry=r

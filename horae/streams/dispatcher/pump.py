@@ -19,6 +19,8 @@ The asyncio loop that sends only receives orders (``deliver``) and hands finishe
 - Revoked partitions: the consumer thread commits what is finished (waiting for the committer's
   transaction in progress), then drops them the same way.
 - A partition with ``max_open_per_partition`` unfinished orders is paused until half drain.
+- Every assignment and revocation hands the loop the share of the lane partitions this process
+  owns (``share``), so the tenants' limits hold across the group (:mod:`.admission`).
 """
 
 from __future__ import annotations
@@ -111,12 +113,15 @@ class Pump:
         reset: Callable[[], None],
         *,
         clock: Clock = SYSTEM_CLOCK,
+        share: Callable[[float], None] | None = None,
     ) -> None:
         self.config = config
         self.metrics = metrics
         self.clock = clock
         self._deliver = deliver
         self._reset = reset
+        self._share = share
+        self._lane_partitions = 0  # of the five lane topics together (0: not known yet)
         self.router = Router(config.prefix)
         self._topics = self.router.names
         self._lane_of = {self._topics[lane_topic(lane)]: lane for lane in ev.Lane}
@@ -166,6 +171,7 @@ class Pump:
     # --- consumer thread ---------------------------------------------------------------------
     def run(self) -> None:
         lanes = [self._topics[lane_topic(lane)] for lane in ev.Lane]
+        self._lane_partitions = self._count_partitions(lanes)
         self.consumer.subscribe(
             lanes, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
@@ -318,7 +324,28 @@ class Pump:
                 self._windows[(tp.topic, tp.partition)] = PartitionWindow()
                 self._epochs[(tp.topic, tp.partition)] = next(self._epoch_ids)
         self._view.metadata = consumer.consumer_group_metadata()  # new generation
-        log.info("assigned %d lane partitions", len(partitions))
+        self._owned_changed()
+
+    def _count_partitions(self, topics: list[str]) -> int:
+        try:
+            listed = self.consumer.list_topics(timeout=10).topics
+        except KafkaException as exc:
+            log.warning("lane partitions unknown (%s): each process applies whole limits", exc)
+            return 0
+        return sum(len(listed[t].partitions) for t in topics if t in listed)
+
+    def _owned_changed(self) -> None:
+        """Hand the share of lane partitions this process owns to the loop (its part of every
+        tenant's limits, :meth:`~.admission.Admission.set_share`)."""
+        with self._lock:
+            owned = len(self._windows)
+        total = max(self._lane_partitions, owned)
+        share = owned / total if total else 1.0
+        self.metrics.partition_share.set(share)
+        log.info("owning %d of %d lane partitions: share %.3f of each tenant's limits",
+                 owned, total, share)  # fmt: skip
+        if self._share is not None:
+            self._share(share)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self._txn_lock:
@@ -336,6 +363,7 @@ class Pump:
                 self._epochs.pop(key, None)
                 self._paused.discard(key)
         self.breaker.forget()
+        self._owned_changed()
         self._reset()
 
     def _new_epochs(self) -> None:

@@ -4,7 +4,8 @@
 
 1. the :class:`~.pump.Pump` thread consumes lane orders and hands them to the loop, which holds
    them in :class:`~.admission.Admission` (delayed until ``not_before``; priorities, quotas and
-   shedding order there);
+   shedding order there), which applies this process's share of each tenant's limits (the
+   share of lane partitions it owns, handed over by the pump on every rebalance);
 2. whenever a send slot is free, the next order is sent (:func:`~.deliver.attempt_once`),
    concluded (:func:`~.conclude.conclude`) and handed back to the pump, which commits its records
    with the lane offset in one transaction;
@@ -56,9 +57,7 @@ class Dispatcher:
         self.config = config
         self.metrics = metrics or DispatcherMetrics()
         self.clock = clock
-        self.admission: Admission[Item] = Admission(
-            config.limits, catchup_share=config.catchup_share, max_inflight=config.max_inflight
-        )
+        self.admission: Admission[Item] = Admission(config.limits, max_inflight=config.max_inflight)
         self.policy = AddressPolicy(config.allow, resolver)
         self.sender = HttpSender(self.policy, config.sender, clock=clock.now)
         self.replay = ReplayGuard()
@@ -71,7 +70,12 @@ class Dispatcher:
         self._tasks: set[asyncio.Task[None]] = set()
         self.router = Router(config.prefix)
         self.pump = Pump(
-            config, self.metrics, self._items_from_thread, self._reset_from_thread, clock=clock
+            config,
+            self.metrics,
+            self._items_from_thread,
+            self._reset_from_thread,
+            clock=clock,
+            share=self._share_from_thread,
         )
 
     # --- called on the Kafka thread ------------------------------------------------------------
@@ -82,6 +86,13 @@ class Dispatcher:
     def _reset_from_thread(self) -> None:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._purge)
+
+    def _share_from_thread(self, share: float) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._set_share, share)
+
+    def _set_share(self, share: float) -> None:
+        self.admission.set_share(share, self.clock.now())
 
     # --- the loop -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:

@@ -31,11 +31,16 @@ from horae.contracts.ingress import TenantKeys
 from horae.contracts.routing import Router
 from horae.domain.schedule import Schedule
 from horae.ports import Emit
-from horae.streams.planner.records import fire_outputs, schedule_event, utc_datetime
+from horae.streams.planner.records import (
+    CAUSE_SUSPENDED,
+    fire_outputs,
+    schedule_event,
+    utc_datetime,
+)
 
 BACKFILL_ROLES = (ev.Role.POLICY, ev.Role.PLATFORM)
 MAX_APPLIED = 1000  # commands remembered per trigger (or tenant) at once; more are refused
-SUSPENDED = "tenant suspended"
+SUSPENDED = CAUSE_SUSPENDED
 DEFAULT_MAX_TTL_S = 3600
 
 

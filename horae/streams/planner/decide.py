@@ -363,7 +363,7 @@ class Decider:
         self, partition: int, key: str, entry: TriggerEntry, until: float, now: float
     ) -> list[Emit]:
         """Decide ``(last_decided, until]`` of a live trigger whose tenant is suspended: each
-        instant is recorded not fired with cause ``tenant suspended`` (at most
+        instant is recorded ``paused`` with cause ``tenant suspended`` (at most
         ``MAX_RECORDS_PER_EVALUATION`` at once; the rest at the next tick)."""
         d = entry.definition
         last = entry.last_decided

@@ -23,6 +23,7 @@ from confluent_kafka import Producer
 from horae.contracts import events as ev
 from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import decode, encode
+from horae.contracts.grants import Grants, TenantGrant
 from horae.contracts.topics import (
     PRODUCER_DEFAULTS,
     Topic,
@@ -33,7 +34,7 @@ from horae.contracts.topics import (
 )
 from horae.domain.keys import FireKey, Origin
 from horae.kafka.config import client_config
-from horae.streams.dispatcher.config import DispatcherConfig, TenantLimits
+from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.worker import Dispatcher
 from tests.integration.topic_reader import Record, read_committed
 from tests.net import kill_all
@@ -70,6 +71,8 @@ class Receiver:
     delay_s: float = 0.0
     hits: list[Hit] = field(default_factory=list)
     port: int = 0
+    active: int = 0  # calls being answered now
+    peak: int = 0  # most calls answered at once
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
@@ -81,9 +84,13 @@ class Receiver:
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.read()
         key = request.headers.get("Idempotency-Key", "")
+        with self._lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         with self._lock:
+            self.active -= 1
             n = sum(1 for h in self.hits if h.key == key) + 1
             self.hits.append(
                 Hit(
@@ -224,7 +231,7 @@ class DispatchEnv:
             prefix=self.prefix,
             slot=slot,
             allow=("127.0.0.1/32",),
-            default_limits=TenantLimits(rate=10_000, inflight=128),
+            grants=Grants(default=TenantGrant(dispatch_per_s=10_000, max_concurrency=128)),
             webhook_secrets={TENANT: {SECRET_REF: SECRET}},
             callback_secret=CALLBACK_SECRET,
             platform_key=PLATFORM_KEY,
@@ -260,14 +267,15 @@ class DispatchEnv:
             HORAE_TOPIC_PARTITIONS=str(PARTITIONS),
             HORAE_DISPATCHER_ALLOW=json.dumps(["127.0.0.1/32"]),
             HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps({TENANT: {SECRET_REF: SECRET}}),
-            HORAE_DISPATCHER_TENANT_RATE="10000",
-            HORAE_DISPATCHER_TENANT_INFLIGHT="128",
+            HORAE_TENANT_GRANTS=json.dumps(
+                {TENANT: {"dispatch_per_s": 10_000, "max_concurrency": 128}}
+            ),
             HORAE_DISPATCHER_CALLBACK_SECRET=CALLBACK_SECRET.decode(),
             HORAE_DISPATCHER_SLOT=slot,
             HORAE_DISPATCHER_SESSION_TIMEOUT_MS="6000",
             HORAE_LOG_LEVEL="WARNING",
-            **(extra_env or {}),
         )
+        env.update(extra_env or {})
         proc = subprocess.Popen([sys.executable, "-m", "horae.cli.main", "dispatcher"], env=env)
         self.processes.append(proc)
         return proc

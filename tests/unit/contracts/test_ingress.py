@@ -20,8 +20,14 @@ SRC = Source("horae.definitions", 3, 42)
 NOW = datetime(2025, 4, 1, tzinfo=UTC)
 
 
+def sample() -> ev.TriggerDefinition:
+    """The sample definition with quotas a definition may set (the codec samples' own
+    ``max_concurrency`` is refused at ingest)."""
+    return replace(definition(), quotas=ev.Quotas(backfill_max_fires=500))
+
+
 def signed(d: ev.TriggerDefinition | None = None) -> ev.TriggerDefinition:
-    return signing.sign(d or definition(), "acme-1", b"acme-secret")
+    return signing.sign(d or sample(), "acme-1", b"acme-secret")
 
 
 def as_json(d: ev.TriggerDefinition) -> dict[str, Any]:
@@ -55,7 +61,7 @@ def as_json(d: ev.TriggerDefinition) -> dict[str, Any]:
             "jitter_s": 30,
             "retry": {"max_attempts": 7, "base_s": 0.5, "max_s": 60},
         },
-        "quotas": {"max_concurrency": 2},
+        "quotas": {"backfill_max_fires": 500},
         "description": "nightly billing run",
         "labels": {"env": "prod"},
         "signature": None
@@ -93,6 +99,11 @@ def test_json_bytes_as_base64_and_micros() -> None:
         (lambda d: d.update(version="3"), "schema", "version"),
         (lambda d: d["recurrence"].update(expr="61 * * * *"), "invalid", "recurrence.expr"),
         (lambda d: d["recurrence"].update(zone="Mars/Olympus"), "invalid", "zone"),
+        (lambda d: d["quotas"].update(backfill_max_fires=-1), "invalid", "negative"),
+        # the dispatch limits are the tenant's grant: a per-trigger value is refused, never ignored
+        (lambda d: d["quotas"].update(dispatch_per_s=1.0), "invalid", "quotas.dispatch_per_s"),
+        (lambda d: d["quotas"].update(catchup_share=0.1), "invalid", "quotas.catchup_share"),
+        (lambda d: d["quotas"].update(max_concurrency=2), "invalid", "quotas.max_concurrency"),
     ],
 )
 def test_bad_json_is_quarantined_with_cause(mutate: Any, cause: str, needle: str) -> None:
@@ -120,19 +131,19 @@ def test_wrong_record_type_is_quarantined() -> None:
 
 
 def test_unsigned_forged_and_cross_tenant() -> None:
-    unsigned = ingest(encode(definition()))
+    unsigned = ingest(encode(sample()))
     assert unsigned.cause == "unsigned"
     tampered = replace(signed(), author="mallory")
     assert ingest(encode(tampered)).cause == "signature"
     # evil signs a definition that claims to be acme's
-    cross = signing.sign(definition(), "evil-1", b"evil-secret")
+    cross = signing.sign(sample(), "evil-1", b"evil-secret")
     q = ingest(encode(cross))
     assert (q.cause, q.tenant) == ("cross-tenant", "acme")
     # evil signs its own definition but keys it under acme's trigger
-    own = signing.sign(definition(tenant="evil"), "evil-1", b"evil-secret")
+    own = signing.sign(replace(sample(), tenant="evil"), "evil-1", b"evil-secret")
     assert ingest(encode(own)).cause == "key"
     assert ingest(encode(own), b"evil/nightly") == own
-    stranger = signing.sign(definition(tenant="nobody"), "x", b"x")
+    stranger = signing.sign(replace(sample(), tenant="nobody"), "x", b"x")
     assert ingest(encode(stranger), b"nobody/nightly").cause == "unknown-tenant"
 
 
@@ -152,12 +163,12 @@ def test_decode_error_has_cause() -> None:
 def test_definition_maps_to_domain_trigger_spec() -> None:
     from horae.contracts.domain_map import recurrence_from_domain, trigger_spec
 
-    spec = trigger_spec(definition())
+    spec = trigger_spec(sample())
     assert spec.zone == "Africa/Addis_Ababa"
     assert spec.misfire.max_fires == 3 and spec.jitter.max_ms == 30_000
     assert spec.retry.initial_ms == 500 and spec.retry.max_backoff_ms == 60_000
     assert spec.dst.gap.value == "skip" and spec.overlap.value == "buffer_one"
-    r = definition().recurrence
+    r = sample().recurrence
     assert recurrence_from_domain(spec.recurrence, r.zone, start=r.start) == replace(
         r, dst_gap=ev.DstGap.SHIFT, dst_repeat=ev.DstRepeat.FIRST
     )
@@ -178,7 +189,7 @@ def test_domain_policy_limits_are_enforced_at_ingress() -> None:
     ],
 )
 def test_a_header_the_transport_or_horae_sets_is_refused_by_name(header: str) -> None:
-    d = definition()
+    d = sample()
     d = replace(d, target=replace(d.target, headers={"x-team": "billing", header: "x"}))
     result = ingest(encode(signed(d)))
     assert isinstance(result, ev.Quarantined) and result.cause == "invalid"
@@ -187,7 +198,7 @@ def test_a_header_the_transport_or_horae_sets_is_refused_by_name(header: str) ->
 
 @pytest.mark.parametrize(("body", "accepted"), [("envelope", True), ("raw", True), ("json", False)])
 def test_the_body_mode_is_envelope_or_raw(body: str, accepted: bool) -> None:
-    d = definition()
+    d = sample()
     result = ingest(encode(signed(replace(d, target=replace(d.target, body=body)))))
     assert isinstance(result, ev.TriggerDefinition) is accepted
     if not accepted:
@@ -195,7 +206,7 @@ def test_the_body_mode_is_envelope_or_raw(body: str, accepted: bool) -> None:
 
 
 def test_a_header_value_with_a_line_break_is_refused() -> None:
-    d = definition()
+    d = sample()
     d = replace(d, target=replace(d.target, headers={"x-team": "a\r\nHost: evil"}))
     result = ingest(encode(signed(d)))
     assert isinstance(result, ev.Quarantined) and result.cause == "invalid"
@@ -218,7 +229,7 @@ def test_secret_refs_are_checked_against_the_tenants_own_refs() -> None:
 
 
 def test_a_webhook_without_secret_refs_is_refused_when_refs_are_known() -> None:
-    d = definition()
+    d = sample()
     d = replace(d, target=replace(d.target, secret_refs=()))
     grants = Grants(secret_refs={"acme": frozenset({"whsec-1"})})
     result = ingest_definition(

@@ -1,21 +1,28 @@
 """Admission: lane classes, tiers (on-time, over-quota, catch-up, backfill), quotas, the
-catch-up cap, per-tenant in-flight limits and oldest-first fairness (pure, virtual clock)."""
+catch-up cap, per-tenant in-flight limits, oldest-first fairness and a process's share of the
+limits (pure, virtual clock)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from horae.streams.dispatcher.admission import Admission, LaneClass, Tier, TokenBucket
-from horae.streams.dispatcher.config import TenantLimits
+from horae.settings import Settings
+from horae.streams.dispatcher.admission import (
+    Admission,
+    LaneClass,
+    Tier,
+    TokenBucket,
+    process_cap,
+)
+from horae.streams.dispatcher.config import DispatcherConfig, TenantLimits
 
 ON, CU, BF = LaneClass.ON_TIME, LaneClass.CATCH_UP, LaneClass.BACKFILL
 
 
 def admission(rate: float = 10, inflight: int = 100, slots: int = 1000) -> Admission[str]:
     return Admission(
-        lambda _t: TenantLimits(rate=rate, inflight=inflight),
-        catchup_share=0.1,
+        lambda _t: TenantLimits(rate=rate, inflight=inflight, catchup_share=0.1),
         max_inflight=slots,
     )
 
@@ -115,3 +122,67 @@ def test_token_bucket_never_exceeds_rate_plus_burst(rate: float, gaps: list[floa
             bucket.take()
             taken += 1
     assert taken <= bucket.burst + rate * now + 1e-6
+
+
+def sent_in(a: Admission[str], tenant: str, seconds: int) -> int:
+    """Orders sent in ``seconds`` virtual seconds (steps of 0.1 s), each released at once."""
+    sent = 0
+    for step in range(seconds * 10 + 1):
+        got = drain(a, step * 0.1)
+        sent += len(got)
+        for _ in got:
+            a.release(tenant)
+    return sent
+
+
+def test_backfill_rate_is_the_share_of_the_tenant_grant_a_process_owns() -> None:
+    a = admission(rate=20)
+    for i in range(1000):
+        a.add(f"bf{i}", "t", BF, 0.0, 0.0)
+    whole = sent_in(a, "t", 10)
+    assert 200 <= whole <= 20 + 20 * 10  # alone (every partition): the whole grant
+
+    half = admission(rate=20)
+    half.set_share(0.5, 0.0)  # two processes, half the partitions each
+    for i in range(1000):
+        half.add(f"bf{i}", "t", BF, 0.0, 0.0)
+    sent = sent_in(half, "t", 10)
+    assert 100 <= sent <= 10 + 10 * 10  # burst of 10 plus 10/s
+
+
+def test_a_new_share_applies_to_tenants_already_held_and_drops_surplus_tokens() -> None:
+    a = admission(rate=20)
+    a.add("first", "t", BF, 0.0, 0.0)
+    assert len(drain(a, 0.0)) == 1
+    a.release("t")
+    a.set_share(0.25, 0.0)  # 5/s, burst 5: 19 banked tokens shrink to 5
+    for i in range(100):
+        a.add(f"bf{i}", "t", BF, 0.0, 0.0)
+    assert len(drain(a, 0.0)) == 5
+
+
+def test_catch_up_share_of_the_process_share() -> None:
+    a = admission(rate=100)  # catch-up 10/s over the group
+    a.set_share(0.5, 0.0)  # this process: 5/s
+    for i in range(1000):
+        a.add(f"cu{i}", "t", CU, 0.0, 0.0)
+    assert 50 <= sent_in(a, "t", 10) <= 5 + 5 * 10
+
+
+def test_inflight_cap_is_divided_and_at_least_one() -> None:
+    assert [process_cap(5, s) for s in (1.0, 0.5, 1 / 3, 0.1, 0.0)] == [5, 2, 1, 1, 1]
+    a = admission(inflight=4)
+    a.set_share(0.5, 0.0)
+    for i in range(5):
+        a.add(f"x{i}", "t", ON, 0.0, 0.0)
+    assert [x for x, _ in drain(a, 1.0)] == ["x0", "x1"]
+
+
+def test_limits_come_from_the_tenant_grant_in_the_settings() -> None:
+    settings = Settings(
+        tenant_grants={"acme": {"dispatch_per_s": 20, "catchup_share": 0.5, "max_concurrency": 3}},
+        dispatcher={"callback_secret": "x"},
+    )
+    config = DispatcherConfig.from_settings(settings, "127.0.0.1:1")
+    assert config.limits("acme") == TenantLimits(rate=20, inflight=3, catchup_share=0.5)
+    assert config.limits("other") == TenantLimits(rate=10.0, inflight=64, catchup_share=0.2)

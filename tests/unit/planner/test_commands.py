@@ -193,6 +193,7 @@ def test_a_suspended_tenant_records_each_instant_and_resumes_on_lift(rig: Rig) -
         rig.step(1.0)
     suspended = [f for f in rig.fires() if f.cause == "tenant suspended"]
     assert len(suspended) == 3 and all(f.lane is None for f in suspended)
+    assert {f.state for f in suspended} == {ev.FireState.PAUSED}
     rig.send(_manual(rig))  # refused while suspended
     rig.step()
     assert rig.quarantined() == ["suspended"]
