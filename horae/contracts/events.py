@@ -108,6 +108,21 @@ class TransportResult(StrEnum):
     UNKNOWN = "unknown"  # outcome unknown (e.g. crash mid-call)
 
 
+class NotSent(StrEnum):
+    """Values of :attr:`Attempt.not_sent` (a plain Avro string): why an attempt never ran.
+    ``transport_result`` is then ``refused_address`` for readers that predate the field."""
+
+    NO_SECRET = "no_secret"  # none of the target's secret_refs is configured for its tenant
+    NO_URL = "no_url"  # a webhook target without a URL
+
+
+class OutcomeSource(StrEnum):
+    """Values of :attr:`WorkOutcome.source` (a plain Avro string): who reported the outcome."""
+
+    DISPATCHER = "dispatcher"  # the dispatcher's own verdict on its attempts
+    CALLBACK = "callback"  # the target, through its attempt's callback token
+
+
 class OutcomeState(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # permanent failure (e.g. 4xx other than 408/429)
@@ -128,6 +143,7 @@ class ScheduleEventType(StrEnum):
     FAILED = "schedule.failed"
     REJECTED = "schedule.rejected"
     COMPLETED = "schedule.completed"  # no instant left (past its end, or its last ``at``)
+    RECOMPUTED = "schedule.recomputed"  # a new tzdata release moved the next instant
 
 
 # --- building blocks -----------------------------------------------------------------------
@@ -337,6 +353,7 @@ class PlannerState:
     backfill_to: datetime | None = None
     applied_commands: tuple[AppliedCommand, ...] = ()
     fired: int = 0  # since v3: scheduled instants fired so far (for Recurrence.count)
+    tzdata_version: str | None = None  # since v4: the release next_instant was computed with
 
 
 @event
@@ -358,6 +375,8 @@ class Attempt:
     error: str | None = None
     retry_after_s: float | None = None
     next_attempt_at: datetime | None = None
+    tzdata_version: str | None = None  # since v4: the fire's (its FireRecord's)
+    not_sent: str | None = None  # since v4: why nothing was sent (a NotSent value), else null
 
 
 @event
@@ -376,6 +395,9 @@ class WorkOutcome:
     last_attempt_at: datetime | None = None
     http_status: int | None = None
     error: str | None = None
+    unknown: bool = False  # since v4: the result is unknown (``state`` is then ``exhausted``)
+    source: str | None = None  # since v4: an OutcomeSource value (null: written before v4)
+    tzdata_version: str | None = None  # since v4: the fire's (its FireRecord's)
 
 
 @event
@@ -399,6 +421,7 @@ class ScheduleEvent:
     cause: str | None = None
     attempt: int | None = None
     http_status: int | None = None
+    tzdata_version: str | None = None  # since v4: the tzdata release its instants came from
 
 
 @event

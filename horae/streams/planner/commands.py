@@ -164,6 +164,7 @@ class CommandHandler:
                     now=now,
                     command_id=command.command_id,
                     sequence=sequence,
+                    tzdata=None if schedule is None else schedule.tzdata,
                 ),
             ]
         assert schedule is not None
@@ -207,6 +208,7 @@ class CommandHandler:
                     now,
                     cause,
                     command.command_id,
+                    tzdata=schedule.tzdata,
                 )
             )
             return out
@@ -220,6 +222,7 @@ class CommandHandler:
                 lane=ev.Lane.BACKFILL,
                 now=now,
                 command_id=command.command_id,
+                tzdata=schedule.tzdata,
             )
         return out
 

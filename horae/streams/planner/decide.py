@@ -290,6 +290,7 @@ class Decider:
                     now,
                     "paused",
                     int(now),
+                    tzdata=entry.schedule.tzdata,
                 )
             )
         elif state is ev.DefinitionState.LIVE and was is ev.DefinitionState.PAUSED:
@@ -306,6 +307,7 @@ class Decider:
                     now,
                     cause,
                     int(now),
+                    tzdata=entry.schedule.tzdata,
                 )
             )
             entry.paused_since = None
@@ -462,7 +464,9 @@ class Decider:
                 else ev.ScheduleEventType.SKIPPED
             )
             out.append(
-                schedule_event(self.router, d, partition, kind, now, cause, om.start, om.end)
+                schedule_event(
+                    self.router, d, partition, kind, now, cause, om.start, om.end, tzdata=tz
+                )
             )
         entry.last_decided = outcome.decided_through
         self._reschedule(key, entry)
@@ -485,7 +489,8 @@ class Decider:
             else:
                 cause = "completed: no instant left"
             kind = ev.ScheduleEventType.COMPLETED
-            out.append(schedule_event(self.router, d, partition, kind, now, cause))
+            tz = entry.schedule.tzdata
+            out.append(schedule_event(self.router, d, partition, kind, now, cause, tzdata=tz))
         return out
 
     # --- durable state ------------------------------------------------------------------
@@ -502,6 +507,7 @@ class Decider:
             paused_since=None if entry.paused_since is None else utc_datetime(entry.paused_since),
             applied_commands=entry.applied,
             fired=entry.fired,
+            tzdata_version=entry.schedule.tzdata,
         )
         return self.router.emit(state, partition)
 
@@ -554,6 +560,33 @@ class Decider:
         key = ev.trigger_key(d.tenant, d.trigger_id)
         self._reschedule(key, entry)
         return entry
+
+    def tzdata_change(
+        self, partition: int, entry: TriggerEntry, state: ev.PlannerState, now: float
+    ) -> list[Emit]:
+        """What a trigger restored from ``state`` owes the log when ``state`` was decided with
+        another tzdata release than this planner's (an upgrade, or any change): its next instant
+        is already recomputed (:meth:`restore` derives it from ``last_decided`` under the current
+        release, and that instant governs); if it moved, ``schedule.recomputed`` says from what
+        to what, and in any case a state recording the current release. Nothing when the
+        releases agree or ``state`` predates PlannerState v4 (no release recorded)."""
+        before, current = state.tzdata_version, entry.schedule.tzdata
+        if before is None or before == current:
+            return []
+        out: list[Emit] = []
+        old = None if state.next_instant is None else int(state.next_instant.timestamp())
+        if old != entry.next_instant and entry.definition.state is ev.DefinitionState.LIVE:
+            new = entry.next_instant
+            cause = (
+                f"recomputed: tzdata {before} -> {current}: next instant "
+                f"{'none' if old is None else utc_datetime(old).isoformat()} -> "
+                f"{'none' if new is None else utc_datetime(new).isoformat()}"
+            )
+            kind = ev.ScheduleEventType.RECOMPUTED
+            d = entry.definition
+            out.append(schedule_event(self.router, d, partition, kind, now, cause, tzdata=current))
+        out.append(self.state_output(partition, entry, now))
+        return out
 
 
 def _first_fires(outcome: MisfireOutcome, n: int) -> MisfireOutcome:
