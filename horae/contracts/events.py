@@ -103,7 +103,7 @@ class TransportResult(StrEnum):
     TIMEOUT = "timeout"
     CONNECT_ERROR = "connect_error"
     TLS_ERROR = "tls_error"
-    REFUSED_ADDRESS = "refused_address"  # SSRF guard: non-public address
+    REFUSED_ADDRESS = "refused_address"  # SSRF guard: non-public address; or never sent (not_sent)
     PRODUCE_ERROR = "produce_error"  # event target: Kafka refused
     UNKNOWN = "unknown"  # outcome unknown (e.g. crash mid-call)
 
