@@ -568,25 +568,26 @@ class Decider:
         another tzdata release than this planner's (an upgrade, or any change): its next instant
         is already recomputed (:meth:`restore` derives it from ``last_decided`` under the current
         release, and that instant governs); if it moved, ``schedule.recomputed`` says from what
-        to what, and in any case a state recording the current release. Nothing when the
-        releases agree or ``state`` predates PlannerState v4 (no release recorded)."""
+        to what, with a state recording the current release. Nothing when it did not move (the
+        next state written records the release), when the releases agree, or when ``state``
+        predates PlannerState v4 (no release recorded)."""
         before, current = state.tzdata_version, entry.schedule.tzdata
         if before is None or before == current:
             return []
-        out: list[Emit] = []
         old = None if state.next_instant is None else int(state.next_instant.timestamp())
-        if old != entry.next_instant and entry.definition.state is ev.DefinitionState.LIVE:
-            new = entry.next_instant
-            cause = (
-                f"recomputed: tzdata {before} -> {current}: next instant "
-                f"{'none' if old is None else utc_datetime(old).isoformat()} -> "
-                f"{'none' if new is None else utc_datetime(new).isoformat()}"
-            )
-            kind = ev.ScheduleEventType.RECOMPUTED
-            d = entry.definition
-            out.append(schedule_event(self.router, d, partition, kind, now, cause, tzdata=current))
-        out.append(self.state_output(partition, entry, now))
-        return out
+        new = entry.next_instant
+        if old == new:
+            return []
+        cause = (
+            f"recomputed: tzdata {before} -> {current}: next instant "
+            f"{'none' if old is None else utc_datetime(old).isoformat()} -> "
+            f"{'none' if new is None else utc_datetime(new).isoformat()}"
+        )
+        kind, d = ev.ScheduleEventType.RECOMPUTED, entry.definition
+        return [
+            schedule_event(self.router, d, partition, kind, now, cause, tzdata=current),
+            self.state_output(partition, entry, now),
+        ]
 
 
 def _first_fires(outcome: MisfireOutcome, n: int) -> MisfireOutcome:

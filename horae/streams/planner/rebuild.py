@@ -16,8 +16,8 @@ committed with the next batch. An undecodable state with no accepted definition,
 (``<tenant>/*``), is quarantined the same way; there is nothing to rebuild it from.
 
 A trigger whose state was decided with another tzdata release than the planner's
-(``PlannerState.tzdata_version``) owes ``pending`` its ``schedule.recomputed`` event (when its
-next instant moved) and a state recording the current release
+(``PlannerState.tzdata_version``) and whose next instant moved under the current one owes
+``pending`` its ``schedule.recomputed`` event and a state recording the current release
 (:meth:`~horae.streams.planner.decide.Decider.tzdata_change`).
 """
 
