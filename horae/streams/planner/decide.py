@@ -19,7 +19,11 @@ Per trigger (a :class:`~horae.streams.planner.index.TriggerEntry`):
   ``schedule.completed`` is emitted once and its state keeps ``next_instant`` null (out of the
   due index, also after a restart). ``Recurrence.count`` completes it the same way once that
   many scheduled instants have fired (``PlannerState.fired``; manual runs and backfills do not
-  count); later instants are not decided.
+  count); later instants are not decided;
+- every record carries the tzdata release of the trigger's schedule (compiled through the
+  :class:`~horae.ports.ZoneSource` of :class:`~horae.streams.planner.sharing.SharedValues`); a
+  trigger restored from a state of another release whose next instant moved emits
+  ``schedule.recomputed`` (:meth:`Decider.tzdata_change`).
 """
 
 from __future__ import annotations
