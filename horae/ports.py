@@ -27,6 +27,8 @@ from time import time as _time
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from horae.domain.schedule import Schedule
+    from horae.domain.trigger import TriggerSpec
     from horae.outbound.http_sender import AttemptResult
     from horae.projections.rows import Batch
     from horae.projections.store import ApplyResult
@@ -240,6 +242,23 @@ class Resolver(Protocol):
         """The TCP addresses of ``host`` as strings; raises ``OSError`` when it does not resolve."""
 
 
+class ZoneSource(Protocol):
+    """The time-zone database a planner computes instants with (its tzdata release)."""
+
+    def schedule(self, spec: TriggerSpec) -> Schedule:
+        """The compiled schedule of ``spec`` under this database; its ``tzdata`` names the
+        release (what the planner records on every fire, event and planner state)."""
+
+
+class SystemZones:
+    """The process's :mod:`zoneinfo` (:meth:`~horae.domain.trigger.TriggerSpec.schedule`),
+    whose release is read once per process (:mod:`horae.domain.tzdb`): a new tzdata takes
+    effect when the planner restarts."""
+
+    def schedule(self, spec: TriggerSpec) -> Schedule:
+        return spec.schedule()
+
+
 class SystemClock:
     """The process's clocks: :func:`time.time` and :func:`time.monotonic`."""
 
@@ -262,3 +281,4 @@ class WallClock:
 
 
 SYSTEM_CLOCK = SystemClock()
+SYSTEM_ZONES = SystemZones()

@@ -12,7 +12,8 @@ over the real adapters), in plain Python, with time moved by hand:
 - :class:`InMemoryStore` — read-model rows and offsets of the projector's batches;
 - :class:`VirtualClock` and :class:`VirtualBrokerClock` — wall and monotonic time that move only
   when told (or when a poll waits), and a broker clock answering probes with a chosen skew;
-- :class:`RecordingSender` and :class:`StaticResolver` — the HTTP edge without a network.
+- :class:`RecordingSender` and :class:`StaticResolver` — the HTTP edge without a network;
+- :class:`ShiftedZones` — a time-zone database of another release that moved every zone.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from horae.domain.schedule import Schedule
+from horae.domain.trigger import TriggerSpec
 from horae.outbound.http_sender import AttemptResult, SendResult
 from horae.ports import (
     Emit,
@@ -313,3 +316,32 @@ class StaticResolver:
         if not found:
             raise OSError(f"{host} does not resolve")
         return list(found)
+
+
+class ShiftedZones:
+    """A :class:`~horae.ports.ZoneSource` standing for another tzdata release, ``version``, in
+    which every zone's offset from UTC moved by ``shift_s`` (as when a region drops daylight
+    saving time): the schedules of the process's zoneinfo, each instant ``shift_s`` later."""
+
+    def __init__(self, version: str, shift_s: int) -> None:
+        self.version = version
+        self.shift_s = shift_s
+
+    def schedule(self, spec: TriggerSpec) -> Schedule:
+        return ShiftedSchedule(spec.schedule(), self.shift_s, self.version)
+
+
+class ShiftedSchedule:
+    """The instants of ``inner``, each ``shift_s`` later, computed with release ``tzdata``."""
+
+    __slots__ = ("inner", "shift_s", "tzdata", "zone_key")
+
+    def __init__(self, inner: Schedule, shift_s: int, tzdata: str) -> None:
+        self.inner = inner
+        self.shift_s = shift_s
+        self.tzdata = tzdata
+        self.zone_key = inner.zone_key
+
+    def next_after(self, t: int) -> int | None:
+        found = self.inner.next_after(t - self.shift_s)
+        return None if found is None else found + self.shift_s

@@ -109,9 +109,24 @@ class TransportResult(StrEnum):
     TIMEOUT = "timeout"
     CONNECT_ERROR = "connect_error"
     TLS_ERROR = "tls_error"
-    REFUSED_ADDRESS = "refused_address"  # SSRF guard: non-public address
+    REFUSED_ADDRESS = "refused_address"  # SSRF guard: non-public address; or never sent (not_sent)
     PRODUCE_ERROR = "produce_error"  # reserved: never written (event targets make no attempt)
     UNKNOWN = "unknown"  # outcome unknown (e.g. crash mid-call)
+
+
+class NotSent(StrEnum):
+    """Values of :attr:`Attempt.not_sent` (a plain Avro string): why an attempt never ran.
+    ``transport_result`` is then ``refused_address`` for readers that predate the field."""
+
+    NO_SECRET = "no_secret"  # none of the target's secret_refs is configured for its tenant
+    NO_URL = "no_url"  # a webhook target without a URL
+
+
+class OutcomeSource(StrEnum):
+    """Values of :attr:`WorkOutcome.source` (a plain Avro string): who reported the outcome."""
+
+    DISPATCHER = "dispatcher"  # the dispatcher's own verdict on its attempts
+    CALLBACK = "callback"  # the target, through its attempt's callback token
 
 
 class OutcomeState(StrEnum):
@@ -134,6 +149,7 @@ class ScheduleEventType(StrEnum):
     FAILED = "schedule.failed"
     REJECTED = "schedule.rejected"
     COMPLETED = "schedule.completed"  # no instant left (past its end, or its last ``at``)
+    RECOMPUTED = "schedule.recomputed"  # a new tzdata release moved the next instant
 
 
 # --- building blocks -----------------------------------------------------------------------
@@ -357,6 +373,7 @@ class PlannerState:
     backfill_to: datetime | None = None
     applied_commands: tuple[AppliedCommand, ...] = ()
     fired: int = 0  # since v3: scheduled instants fired so far (for Recurrence.count)
+    tzdata_version: str | None = None  # since v4: the release next_instant was computed with
 
 
 @event
@@ -378,6 +395,8 @@ class Attempt:
     error: str | None = None
     retry_after_s: float | None = None
     next_attempt_at: datetime | None = None
+    tzdata_version: str | None = None  # since v4: the fire's (its FireRecord's)
+    not_sent: str | None = None  # since v4: why nothing was sent (a NotSent value), else null
 
 
 @event
@@ -396,6 +415,9 @@ class WorkOutcome:
     last_attempt_at: datetime | None = None
     http_status: int | None = None
     error: str | None = None
+    unknown: bool = False  # since v4: the result is unknown (``state`` is then ``exhausted``)
+    source: str | None = None  # since v4: an OutcomeSource value (null: written before v4)
+    tzdata_version: str | None = None  # since v4: the fire's (its FireRecord's)
 
 
 @event
@@ -420,6 +442,7 @@ class ScheduleEvent:
     cause: str | None = None
     attempt: int | None = None
     http_status: int | None = None
+    tzdata_version: str | None = None  # since v4: the tzdata release its instants came from
 
 
 @event

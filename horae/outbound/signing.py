@@ -122,6 +122,7 @@ class CallbackClaims:
     issued_at: int
     expires_at: int
     token_id: str = field(default="")
+    tzdata: str | None = None  # the fire's tzdata version, when the token carries it
 
 
 def _b64url(data: bytes) -> str:
@@ -141,9 +142,11 @@ def issue_token(
     now: float,
     ttl_s: int,
     secret: bytes,
+    tzdata: str | None = None,
 ) -> str:
     """A token ``h1.<payload>.<mac>`` for attempt ``attempt`` of ``fire_key``, valid from
-    ``int(now)`` for ``ttl_s`` seconds. Deterministic: same inputs, same token (and token id)."""
+    ``int(now)`` for ``ttl_s`` seconds, carrying the fire's ``tzdata`` version when given.
+    Deterministic: same inputs, same token (and token id)."""
     if ttl_s <= 0 or attempt < 0:
         raise ValueError("ttl_s must be positive and attempt non-negative")
     issued = int(now)
@@ -155,6 +158,8 @@ def issue_token(
         "i": issued,
         "e": issued + ttl_s,
     }
+    if tzdata is not None:
+        claims["z"] = tzdata
     payload = _b64url(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode())
     signing_input = f"{TOKEN_VERSION}.{payload}".encode()
     mac = _b64url(hmac.new(secret, signing_input, hashlib.sha256).digest())
@@ -194,6 +199,7 @@ def verify_token(
             issued_at=int(raw["i"]),
             expires_at=int(raw["e"]),
             token_id=hashlib.sha256(signing_input).hexdigest()[:32],
+            tzdata=None if raw.get("z") is None else str(raw["z"]),
         )
     except (KeyError, TypeError, ValueError):
         raise TokenError("malformed") from None

@@ -5,7 +5,11 @@ never read another tenant's rows through them (invariant 4).
   optionally filtered by state (matches the ``status`` — decision refined by dispatch/outcome,
   e.g. ``succeeded`` — or the decision ``state``, e.g. ``skipped``), oldest first, with an opaque
   cursor for the next page;
-- :meth:`HistoryQueries.fire` — one fire with its attempts and outcome;
+- :meth:`HistoryQueries.fire` — one fire with its attempts, every outcome recorded for it (the
+  dispatcher's and each callback's) and the authoritative one (a callback's over the
+  dispatcher's, then the later record), each with its tzdata version;
+- :meth:`HistoryQueries.events` — the schedule events of a trigger (paused, resumed, skipped and
+  expired ranges, completed, recomputed, ...) emitted in a window, oldest first, cursor-paginated;
 - :meth:`HistoryQueries.lateness_by_trigger` / :meth:`HistoryQueries.lateness` — p50/p95/p99 of
   lateness (first attempt start minus due time, ms) per trigger / per tenant over a window;
 - :meth:`HistoryQueries.triggers` — triggers of a tenant (latest version), cursor-paginated.
@@ -48,9 +52,14 @@ class RowPage:
 
 @dataclass(frozen=True)
 class FireDetail:
+    """A fire (its decision, tzdata version and the authoritative outcome's columns), its
+    attempts by number, every outcome in the order recorded, and the authoritative one (the
+    row of ``outcomes`` the fire shows; None before any)."""
+
     fire: dict[str, Any]
     attempts: list[dict[str, Any]]
     outcome: dict[str, Any] | None
+    outcomes: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -142,8 +151,44 @@ class HistoryQueries:
             if fire is None:
                 return None
             attempts = cur.execute(sql("queries/fire_attempts"), params).fetchall()
-            outcome = cur.execute(sql("queries/fire_outcome"), params).fetchone()
-        return FireDetail(fire, attempts, outcome)
+            outcomes = cur.execute(sql("queries/fire_outcomes"), params).fetchall()
+        shown = (fire["outcome_src_partition"], fire["outcome_src_offset"])
+        outcome = next(
+            (o for o in outcomes if (o["src_partition"], o["src_offset"]) == shown), None
+        )
+        return FireDetail(fire, attempts, outcome, outcomes)
+
+    def events(
+        self,
+        tenant: str,
+        trigger_id: str,
+        since: datetime,
+        until: datetime,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RowPage:
+        limit = max(1, min(limit, MAX_LIMIT))
+        after_at: datetime | None = None
+        after_key: str | None = None
+        if cursor:
+            at, after_key = _decode_cursor(cursor, 2)
+            try:
+                after_at = datetime.fromisoformat(at)
+            except ValueError as exc:
+                raise BadCursor("malformed cursor") from exc
+        params = {
+            "tenant": tenant, "trigger_id": trigger_id, "since": since, "until": until,
+            "after_at": after_at, "after_key": after_key, "limit": limit + 1,
+        }  # fmt: skip
+        with self._cursor() as cur:
+            rows = cur.execute(sql("queries/events_page"), params).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = None
+        if more:
+            last = rows[-1]
+            next_cursor = _encode_cursor([last["emitted_at"].isoformat(), last["event_id"]])
+        return RowPage(rows, next_cursor)
 
     def lateness_by_trigger(
         self, tenant: str, since: datetime, until: datetime, trigger_id: str | None = None

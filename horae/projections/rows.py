@@ -23,6 +23,8 @@ from horae.contracts.codec import Codec, DecodeError
 from horae.contracts.topics import Topic
 
 Row = tuple[Any, ...]
+_UNKNOWN = "unknown"  # the state the read models show for an outcome whose result is unknown
+_DISPATCHER, _CALLBACK = ev.OutcomeSource.DISPATCHER.value, ev.OutcomeSource.CALLBACK.value
 
 
 class Stage(StrEnum):
@@ -62,16 +64,16 @@ STAGE_COLUMNS: dict[Stage, tuple[str, ...]] = {
     Stage.ATTEMPTS: (
         "fire_key", "key_hash", "tenant", "trigger_id", "n", "lane", "started_at", "ended_at",
         "transport_result", "duration_ms", "http_status", "error", "retry_after_s",
-        "next_attempt_at", "src_partition", "src_offset",
+        "next_attempt_at", "tzdata_version", "not_sent", "src_partition", "src_offset",
     ),
     Stage.OUTCOMES: (
         "fire_key", "key_hash", "tenant", "trigger_id", "state", "attempts", "decided_at",
-        "first_attempt_at", "last_attempt_at", "http_status", "error",
-        "src_partition", "src_offset",
+        "first_attempt_at", "last_attempt_at", "http_status", "error", "source",
+        "tzdata_version", "src_partition", "src_offset",
     ),
     Stage.SCHEDULE_EVENTS: (
         "event_id", "type", "tenant", "trigger_id", "emitted_at", "trigger_version", "fire_key",
-        "origin", "scheduled_at", "due_at", "cause", "attempt", "http_status",
+        "origin", "scheduled_at", "due_at", "cause", "attempt", "http_status", "tzdata_version",
         "src_partition", "src_offset",
     ),
     Stage.AUDIT: (
@@ -96,10 +98,12 @@ STAGE_TYPES: dict[Stage, tuple[str, ...]] = {
         _T, _T, _T, _T, _T, _TS, _I8, _I8, _TS, _TS, _T, _I8, _T, _T, _T, _T, _T, _T, _T, _I4, _I8,
     ),
     Stage.ATTEMPTS: (
-        _T, _T, _T, _T, _I8, _T, _TS, _TS, _T, _I8, _I4, _T, "float8", _TS, _I4, _I8,
+        _T, _T, _T, _T, _I8, _T, _TS, _TS, _T, _I8, _I4, _T, "float8", _TS, _T, _T, _I4, _I8,
     ),
-    Stage.OUTCOMES: (_T, _T, _T, _T, _T, _I8, _TS, _TS, _TS, _I4, _T, _I4, _I8),
-    Stage.SCHEDULE_EVENTS: (_T, _T, _T, _T, _TS, _I8, _T, _T, _TS, _TS, _T, _I8, _I4, _I4, _I8),
+    Stage.OUTCOMES: (_T, _T, _T, _T, _T, _I8, _TS, _TS, _TS, _I4, _T, _T, _T, _I4, _I8),
+    Stage.SCHEDULE_EVENTS: (
+        _T, _T, _T, _T, _TS, _I8, _T, _T, _TS, _TS, _T, _I8, _I4, _T, _I4, _I8,
+    ),
     Stage.AUDIT: (_T, _T, _T, _T, _T, _TS, "bool", _T, _T, _T, _I4, _I8),
     Stage.ERRORS: (_T, _I4, _I8, _T, _T, "bytea", "bytea", _TS),
 }  # fmt: skip
@@ -143,21 +147,26 @@ def _attempt(d: ev.Attempt, t: str, p: int, o: int) -> Row:
     return (
         d.fire_key, d.key_hash, d.tenant, d.trigger_id, d.n, d.lane, d.started_at, d.ended_at,
         d.transport_result, d.duration_ms, d.http_status, d.error, d.retry_after_s,
-        d.next_attempt_at, p, o,
+        d.next_attempt_at, d.tzdata_version, d.not_sent, p, o,
     )  # fmt: skip
 
 
 def _outcome(d: ev.WorkOutcome, t: str, p: int, o: int) -> Row:
+    """``state`` is ``unknown`` when the result is; ``source`` of a record written before
+    WorkOutcome v4: ``callback`` when it has no attempt times (only the callback's lack them)."""
+    source = d.source or (_DISPATCHER if d.first_attempt_at is not None else _CALLBACK)
     return (
-        d.fire_key, d.key_hash, d.tenant, d.trigger_id, d.state, d.attempts, d.decided_at,
-        d.first_attempt_at, d.last_attempt_at, d.http_status, d.error, p, o,
+        d.fire_key, d.key_hash, d.tenant, d.trigger_id, _UNKNOWN if d.unknown else d.state,
+        d.attempts, d.decided_at, d.first_attempt_at, d.last_attempt_at, d.http_status, d.error,
+        source, d.tzdata_version, p, o,
     )  # fmt: skip
 
 
 def _schedule_event(d: ev.ScheduleEvent, t: str, p: int, o: int) -> Row:
     return (
         d.event_id, d.type, d.tenant, d.trigger_id, d.emitted_at, d.trigger_version, d.fire_key,
-        d.origin, d.scheduled_at, d.due_at, d.cause, d.attempt, d.http_status, p, o,
+        d.origin, d.scheduled_at, d.due_at, d.cause, d.attempt, d.http_status, d.tzdata_version,
+        p, o,
     )  # fmt: skip
 
 

@@ -72,8 +72,10 @@ CREATE TABLE triggers (
 );
 
 -- One row per fire key. Decision columns come from the first fire record under the key (NULL
--- while only attempts/outcomes were seen); attempt and outcome columns are merged commutatively
--- (LEAST/GREATEST, first outcome wins) so topic interleaving never changes the result.
+-- while only attempts/outcomes were seen); attempt columns are merged commutatively
+-- (LEAST/GREATEST) and the outcome columns are the authoritative outcome's (a callback's over the
+-- dispatcher's, then the later record: the rank of outcome_source, then the record coordinates),
+-- so topic interleaving never changes the result.
 CREATE TABLE fires (
     fire_key text PRIMARY KEY,
     key_hash text NOT NULL,
@@ -100,21 +102,24 @@ CREATE TABLE fires (
     last_attempt_at timestamptz,
     outcome text,
     outcome_at timestamptz,
-    -- what the on-call reads: the decision, refined by dispatch progress and outcome
-    status text GENERATED ALWAYS AS (
-        CASE
-            WHEN outcome IS NOT NULL THEN outcome
-            WHEN state IS NULL THEN 'unknown'
-            WHEN state = 'fired' AND attempt_count > 0 THEN 'dispatching'
-            ELSE state
-        END
-    ) STORED,
     terminal_at timestamptz GENERATED ALWAYS AS (
         CASE WHEN state IS NOT NULL AND state <> 'fired' THEN decided_at ELSE outcome_at END
     ) STORED,
     -- first attempt start minus due time (scheduled + jitter), in milliseconds
     lateness_ms double precision GENERATED ALWAYS AS (
         extract(epoch FROM (first_attempt_at - due_at))::double precision * 1000.0
+    ) STORED,
+    outcome_source text,
+    outcome_src_partition integer,
+    outcome_src_offset bigint,
+    -- what the on-call reads: the decision, refined by dispatch progress and outcome
+    status text GENERATED ALWAYS AS (
+        CASE
+            WHEN outcome IS NOT NULL THEN outcome
+            WHEN state IS NULL THEN 'undecided'
+            WHEN state = 'fired' AND attempt_count > 0 THEN 'dispatching'
+            ELSE state
+        END
     ) STORED
 ) WITH (fillfactor = 85);  -- room for HOT updates when attempts and outcomes arrive
 CREATE INDEX fires_trigger_scheduled ON fires (tenant, trigger_id, scheduled_at, fire_key);
@@ -158,12 +163,16 @@ CREATE TABLE attempts (
     error text,
     retry_after_s double precision,
     next_attempt_at timestamptz,
+    tzdata_version text,
+    not_sent text,
     PRIMARY KEY (fire_key, n)
 );
 
--- Final result of a fire's dispatch; the first record under a fire key wins.
+-- Every outcome of every fire, one row per record (its coordinates on the outcomes topic):
+-- the dispatcher's own (source `dispatcher`) and each callback's (`callback`). `state` is
+-- `unknown` for an outcome whose result is unknown.
 CREATE TABLE work_outcomes (
-    fire_key text PRIMARY KEY,
+    fire_key text NOT NULL,
     tenant text NOT NULL,
     trigger_id text NOT NULL,
     state text NOT NULL,
@@ -172,7 +181,12 @@ CREATE TABLE work_outcomes (
     first_attempt_at timestamptz,
     last_attempt_at timestamptz,
     http_status integer,
-    error text
+    error text,
+    source text NOT NULL,
+    tzdata_version text,
+    src_partition integer NOT NULL,
+    src_offset bigint NOT NULL,
+    PRIMARY KEY (fire_key, src_partition, src_offset)
 );
 
 -- Public schedule events (what subscribers saw).
@@ -189,7 +203,8 @@ CREATE TABLE schedule_events (
     due_at timestamptz,
     cause text,
     attempt bigint,
-    http_status integer
+    http_status integer,
+    tzdata_version text
 );
 CREATE INDEX schedule_events_trigger ON schedule_events (tenant, trigger_id, emitted_at);
 

@@ -18,17 +18,18 @@ CREATE TEMP TABLE IF NOT EXISTS stage_attempts (
     fire_key text, key_hash text, tenant text, trigger_id text, n bigint, lane text,
     started_at timestamptz, ended_at timestamptz, transport_result text, duration_ms bigint,
     http_status integer, error text, retry_after_s double precision, next_attempt_at timestamptz,
-    src_partition integer, src_offset bigint
+    tzdata_version text, not_sent text, src_partition integer, src_offset bigint
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS stage_outcomes (
     fire_key text, key_hash text, tenant text, trigger_id text, state text, attempts bigint,
     decided_at timestamptz, first_attempt_at timestamptz, last_attempt_at timestamptz,
-    http_status integer, error text, src_partition integer, src_offset bigint
+    http_status integer, error text, source text, tzdata_version text,
+    src_partition integer, src_offset bigint
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS stage_schedule_events (
     event_id text, type text, tenant text, trigger_id text, emitted_at timestamptz,
     trigger_version bigint, fire_key text, origin text, scheduled_at timestamptz,
-    due_at timestamptz, cause text, attempt bigint, http_status integer,
+    due_at timestamptz, cause text, attempt bigint, http_status integer, tzdata_version text,
     src_partition integer, src_offset bigint
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS stage_audit (

@@ -7,7 +7,9 @@ HMAC with ``HORAE_DISPATCHER_CALLBACK_SECRET``) must be valid and unexpired
 (``HORAE_DISPATCHER_CALLBACK_TTL_S`` after the attempt) and unused. Answers:
 
 - 202: accepted; a :class:`~horae.contracts.events.WorkOutcome` (``attempts`` = the token's
-  attempt) is durably on the outcomes topic (key = fire key, the trigger's partition);
+  attempt, ``source`` ``callback``, the fire's tzdata version from the token) is durably on the
+  outcomes topic (key = fire key, the trigger's partition); the read models show it as the
+  fire's outcome over the dispatcher's own (``docs/design.md``);
 - 400: the body is not such a JSON object; 401: no token, forged, malformed or expired
   (``{"refused": reason}``); 409: the token was used before (replay);
 - 503: the outcome could not be written (the token is spent all the same).
@@ -173,6 +175,8 @@ class CallbackHandler:
             attempts=claims.attempt,
             decided_at=datetime.fromtimestamp(now, UTC),
             error=str(error)[:2000] if error is not None else None,
+            source=ev.OutcomeSource.CALLBACK,
+            tzdata_version=claims.tzdata,
         )
         partition = fire_partition(claims.tenant, claims.trigger, self.sink.partitions)
         if not await self.sink.write(claims.fire_key.encode(), encode(outcome), partition):

@@ -41,12 +41,14 @@ H_DLQ_CAUSE = "horae-dlq-cause"
 
 @dataclass(frozen=True, slots=True)
 class Sent:
-    """What an attempt did: ``result`` None means nothing was sent (``error`` says why)."""
+    """What an attempt did: ``result`` None means nothing was sent (``not_sent`` and
+    ``error`` say why)."""
 
     result: AttemptResult | None
     started_ms: int
     ended_ms: int
     error: str | None = None
+    not_sent: ev.NotSent | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,7 @@ def conclude(
         ended_ms=sent.ended_ms,
         next_attempt_ms=next_ms,
         error=sent.error,
+        not_sent=sent.not_sent,
     )
     emits = [router.emit(attempt, partition, headers=headers)]
     if verdict is Verdict.RETRY:

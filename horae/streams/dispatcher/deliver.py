@@ -15,6 +15,7 @@ from horae.streams.dispatcher.conclude import Sent
 from horae.streams.dispatcher.config import DispatcherConfig
 
 NO_SECRET = "no signing secret: none of the target's secret_refs is configured"
+NO_URL = "the webhook target has no URL"
 
 
 async def attempt_once(
@@ -32,9 +33,10 @@ async def attempt_once(
     now = clock.now()
     started_ms = int(now * 1000)
     keys = config.signing_keys(fire.tenant, order.target.secret_refs)
-    if keys is None or not order.target.url:
-        error = NO_SECRET if keys is None else "the webhook target has no URL"
-        return Sent(None, started_ms, started_ms, error)
+    if keys is None:
+        return Sent(None, started_ms, started_ms, NO_SECRET, ev.NotSent.NO_SECRET)
+    if not order.target.url:
+        return Sent(None, started_ms, started_ms, NO_URL, ev.NotSent.NO_URL)
     token = issue_token(
         tenant=fire.tenant,
         trigger=fire.trigger_id,
@@ -43,6 +45,7 @@ async def attempt_once(
         now=now,
         ttl_s=config.callback_ttl_s,
         secret=config.callback_secret,
+        tzdata=fire.tzdata_version,
     )
     body, content_type = webhook_body(order)
     headers = {k: v for k, v in order.target.headers.items() if not forbidden_header(k)}

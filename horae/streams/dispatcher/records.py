@@ -12,8 +12,13 @@ exactly one of:
 - ``exhausted`` (attempt budget, or the retry would not start before the trigger's next instant,
   ``order.deadline``): outcome, ``schedule.failed`` and the order on the DLQ;
 - ``unknown`` (exhausted, and the last attempt may have reached the target: timed out after
-  sending): like exhausted; the outcome says ``exhausted`` with error ``unknown: ...`` until
-  :class:`~horae.contracts.events.OutcomeState` has an ``unknown`` symbol.
+  sending): like exhausted, but the outcome has ``unknown`` true (``state`` stays ``exhausted``
+  for readers that predate the field, see ``docs/contracts.md``) and the read models show
+  ``unknown``.
+
+Every attempt, outcome and event carries the fire's tzdata version; every outcome here has
+``source`` ``dispatcher`` (the callback's have ``callback``). An attempt that never ran (no
+signing secret, no URL) has ``not_sent`` saying why.
 
 Kafka headers carried from attempt to attempt (:class:`OrderHeaders`): the first attempt's start
 (for the outcome), the attempt budget base (a redrive restarts the budget) and the DLQ record a
@@ -113,9 +118,11 @@ def attempt_record(
     ended_ms: int,
     next_attempt_ms: int | None,
     error: str | None = None,
+    not_sent: ev.NotSent | None = None,
 ) -> ev.Attempt:
     """The history record of attempt ``order.attempt``. ``result`` None: nothing was sent
-    (``error`` says why). ``error`` keeps the sender's precise result and detail."""
+    (``not_sent`` and ``error`` say why; ``transport_result`` is ``refused_address`` for readers
+    before Attempt v4). ``error`` keeps the sender's precise result and detail."""
     fire = order.fire
     if result is None:
         transport, status, retry_after = ev.TransportResult.REFUSED_ADDRESS, None, None
@@ -143,6 +150,8 @@ def attempt_record(
         next_attempt_at=utc_datetime_of_ms(next_attempt_ms)
         if next_attempt_ms is not None
         else None,
+        tzdata_version=fire.tzdata_version,
+        not_sent=None if result is not None else not_sent,
     )
 
 
@@ -166,7 +175,8 @@ def outcome_record(
     http_status: int | None,
     error: str | None,
 ) -> ev.WorkOutcome:
-    """The dispatch outcome of a fire (``unknown`` is written as ``exhausted``, see above)."""
+    """The dispatcher's outcome of a fire (``unknown``: state ``exhausted`` with ``unknown``
+    true, see above)."""
     state = {
         Verdict.SUCCEEDED: ev.OutcomeState.SUCCEEDED,
         Verdict.FAILED: ev.OutcomeState.FAILED,
@@ -174,7 +184,7 @@ def outcome_record(
         Verdict.UNKNOWN: ev.OutcomeState.EXHAUSTED,
     }[verdict]
     if verdict is Verdict.UNKNOWN:
-        error = f"unknown: {error or 'the last attempt timed out after sending'}"
+        error = error or "the last attempt timed out after sending"
     fire = order.fire
     return ev.WorkOutcome(
         fire_key=fire.fire_key,
@@ -188,6 +198,9 @@ def outcome_record(
         last_attempt_at=utc_datetime_of_ms(last_attempt_ms),
         http_status=http_status,
         error=error[:2000] if error else None,
+        unknown=verdict is Verdict.UNKNOWN,
+        source=ev.OutcomeSource.DISPATCHER,
+        tzdata_version=fire.tzdata_version,
     )
 
 
@@ -221,4 +234,5 @@ def fire_event(
         cause=None if verdict is Verdict.SUCCEEDED else f"{verdict.value}: {cause or ''}"[:500],
         attempt=order.attempt,
         http_status=http_status,
+        tzdata_version=fire.tzdata_version,
     )

@@ -169,6 +169,7 @@ class CommandHandler:
                     now=now,
                     command_id=command.command_id,
                     sequence=sequence,
+                    tzdata=None if schedule is None else schedule.tzdata,
                 ),
             ]
         assert schedule is not None
@@ -212,6 +213,7 @@ class CommandHandler:
                     now,
                     cause,
                     command.command_id,
+                    tzdata=schedule.tzdata,
                 )
             )
             return out
@@ -225,6 +227,7 @@ class CommandHandler:
                 lane=ev.Lane.BACKFILL,
                 now=now,
                 command_id=command.command_id,
+                tzdata=schedule.tzdata,
             )
         return out
 

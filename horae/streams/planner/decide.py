@@ -19,7 +19,11 @@ Per trigger (a :class:`~horae.streams.planner.index.TriggerEntry`):
   ``schedule.completed`` is emitted once and its state keeps ``next_instant`` null (out of the
   due index, also after a restart). ``Recurrence.count`` completes it the same way once that
   many scheduled instants have fired (``PlannerState.fired``; manual runs and backfills do not
-  count); later instants are not decided.
+  count); later instants are not decided;
+- every record carries the tzdata release of the trigger's schedule (compiled through the
+  :class:`~horae.ports.ZoneSource` of :class:`~horae.streams.planner.sharing.SharedValues`); a
+  trigger restored from a state of another release whose next instant moved emits
+  ``schedule.recomputed`` (:meth:`Decider.tzdata_change`).
 """
 
 from __future__ import annotations
@@ -290,6 +294,7 @@ class Decider:
                     now,
                     "paused",
                     int(now),
+                    tzdata=entry.schedule.tzdata,
                 )
             )
         elif state is ev.DefinitionState.LIVE and was is ev.DefinitionState.PAUSED:
@@ -306,6 +311,7 @@ class Decider:
                     now,
                     cause,
                     int(now),
+                    tzdata=entry.schedule.tzdata,
                 )
             )
             entry.paused_since = None
@@ -462,7 +468,9 @@ class Decider:
                 else ev.ScheduleEventType.SKIPPED
             )
             out.append(
-                schedule_event(self.router, d, partition, kind, now, cause, om.start, om.end)
+                schedule_event(
+                    self.router, d, partition, kind, now, cause, om.start, om.end, tzdata=tz
+                )
             )
         entry.last_decided = outcome.decided_through
         self._reschedule(key, entry)
@@ -485,7 +493,8 @@ class Decider:
             else:
                 cause = "completed: no instant left"
             kind = ev.ScheduleEventType.COMPLETED
-            out.append(schedule_event(self.router, d, partition, kind, now, cause))
+            tz = entry.schedule.tzdata
+            out.append(schedule_event(self.router, d, partition, kind, now, cause, tzdata=tz))
         return out
 
     # --- durable state ------------------------------------------------------------------
@@ -502,6 +511,7 @@ class Decider:
             paused_since=None if entry.paused_since is None else utc_datetime(entry.paused_since),
             applied_commands=entry.applied,
             fired=entry.fired,
+            tzdata_version=entry.schedule.tzdata,
         )
         return self.router.emit(state, partition)
 
@@ -554,6 +564,34 @@ class Decider:
         key = ev.trigger_key(d.tenant, d.trigger_id)
         self._reschedule(key, entry)
         return entry
+
+    def tzdata_change(
+        self, partition: int, entry: TriggerEntry, state: ev.PlannerState, now: float
+    ) -> list[Emit]:
+        """What a trigger restored from ``state`` owes the log when ``state`` was decided with
+        another tzdata release than this planner's (an upgrade, or any change): its next instant
+        is already recomputed (:meth:`restore` derives it from ``last_decided`` under the current
+        release, and that instant governs); if it moved, ``schedule.recomputed`` says from what
+        to what, with a state recording the current release. Nothing when it did not move (the
+        next state written records the release), when the releases agree, or when ``state``
+        predates PlannerState v4 (no release recorded)."""
+        before, current = state.tzdata_version, entry.schedule.tzdata
+        if before is None or before == current:
+            return []
+        old = None if state.next_instant is None else int(state.next_instant.timestamp())
+        new = entry.next_instant
+        if old == new:
+            return []
+        cause = (
+            f"recomputed: tzdata {before} -> {current}: next instant "
+            f"{'none' if old is None else utc_datetime(old).isoformat()} -> "
+            f"{'none' if new is None else utc_datetime(new).isoformat()}"
+        )
+        kind, d = ev.ScheduleEventType.RECOMPUTED, entry.definition
+        return [
+            schedule_event(self.router, d, partition, kind, now, cause, tzdata=current),
+            self.state_output(partition, entry, now),
+        ]
 
 
 def _first_fires(outcome: MisfireOutcome, n: int) -> MisfireOutcome:

@@ -14,6 +14,11 @@ records carry the cause — a ``Quarantined`` record (cause ``state-undecodable`
 bytes, counted by the planner's quarantine metric) and a fresh, readable state for the trigger,
 committed with the next batch. An undecodable state with no accepted definition, or a tenant's
 (``<tenant>/*``), is quarantined the same way; there is nothing to rebuild it from.
+
+A trigger whose state was decided with another tzdata release than the planner's
+(``PlannerState.tzdata_version``) and whose next instant moved under the current one owes
+``pending`` its ``schedule.recomputed`` event and a state recording the current release
+(:meth:`~horae.streams.planner.decide.Decider.tzdata_change`).
 """
 
 from __future__ import annotations
@@ -130,7 +135,9 @@ def rebuild_partition(
         if planner_state is None:
             latest[key] = definition
         elif definition.version == planner_state.trigger_version:  # the latest accepted version
-            index.put(key, decider.restore(definition, planner_state, now))
+            entry = decider.restore(definition, planner_state, now)
+            index.put(key, entry)
+            index.pending += decider.tzdata_change(partition, entry, planner_state, now)
     for key, (msg, why) in undecodable.items():
         found = latest.get(key)
         at = utc_datetime(now)

@@ -117,6 +117,7 @@ def triggered_event(d: ev.TriggerDefinition, fire: ev.FireRecord) -> ev.Schedule
         due_at=fire.due_at,
         payload=d.payload,
         content_type=d.content_type,
+        tzdata_version=fire.tzdata_version,
     )
 
 
@@ -128,8 +129,10 @@ def schedule_event(
     now: float,
     cause: str | None = None,
     *id_parts: object,
+    tzdata: str | None = None,
 ) -> Emit:
-    """A tenant-facing event about the trigger itself (paused, resumed, rejected, ...)."""
+    """A tenant-facing event about the trigger itself (paused, resumed, rejected, ...);
+    ``tzdata``: the release of the trigger's schedule."""
     event = ev.ScheduleEvent(
         event_id=event_id(kind.value, d.tenant, d.trigger_id, d.version, cause, *id_parts),
         type=kind.value,
@@ -138,5 +141,6 @@ def schedule_event(
         emitted_at=utc_datetime(now),
         trigger_version=d.version,
         cause=cause,
+        tzdata_version=tzdata,
     )
     return router.emit(event, partition)

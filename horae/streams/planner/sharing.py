@@ -25,6 +25,7 @@ from horae.contracts import events as ev
 from horae.contracts.domain_map import trigger_spec
 from horae.domain.schedule import Schedule
 from horae.domain.trigger import TriggerSpec
+from horae.ports import SYSTEM_ZONES, ZoneSource
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -79,7 +80,9 @@ class SharingStats:
 class SharedValues:
     """The planner's shared value objects and compiled schedules (see the module docstring)."""
 
-    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, limit: int = DEFAULT_LIMIT, zones: ZoneSource = SYSTEM_ZONES) -> None:
+        """``zones``: the time-zone database schedules are compiled with."""
+        self.zones = zones
         self._values: Generations[object, object] = Generations(limit)
         self._ids: Generations[int, object] = Generations(limit)  # the shared copies, by id
         self._targets: Generations[str | None, ev.Target] = Generations(limit)
@@ -165,7 +168,7 @@ class SharedValues:
             self._misses += 1
             self._lookups += 1  # the spec's own sharing
             spec = self.share(trigger_spec(d))
-            found = (spec, spec.schedule())
+            found = (spec, self.zones.schedule(spec))
             self._compiled.put(key, found)
         return found
 

@@ -39,6 +39,7 @@ from horae.kafka.reader import KafkaPartitionReader
 from horae.kafka.txn import TransactionalProcessor, member_configs
 from horae.ports import (
     SYSTEM_CLOCK,
+    SYSTEM_ZONES,
     Clock,
     Emit,
     InputRecord,
@@ -46,12 +47,14 @@ from horae.ports import (
     TopicPartitionKey,
     TransactionalLog,
     TransactionFailed,
+    ZoneSource,
 )
 from horae.streams.planner.clock import BrokerClock, ClockGate, KafkaBrokerClock, clock_topic
 from horae.streams.planner.decide import Decider
 from horae.streams.planner.index import DueIndex
 from horae.streams.planner.metrics import PlannerMetrics
 from horae.streams.planner.rebuild import GcPolicy, KeepGc, rebuild_partition
+from horae.streams.planner.sharing import SharedValues
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +93,13 @@ class Planner:
         broker_clock: BrokerClock | None = None,
         gc: GcPolicy | None = None,
         ensure_topics: EnsureTopics | None = None,
+        zones: ZoneSource = SYSTEM_ZONES,
     ) -> None:
         """``ensure_topics`` makes the events topics a newly accepted definition needs exist
         before anything is produced into them (default with Kafka:
-        :class:`~horae.contracts.admin.TenantTopics`; with a given ``txn``: not checked)."""
+        :class:`~horae.contracts.admin.TenantTopics`; with a given ``txn``: not checked).
+        ``zones``: the time-zone database instants are computed with (default: the process's
+        zoneinfo)."""
         self.config = config
         self.clock = clock
         self.metrics = metrics or PlannerMetrics()
@@ -104,6 +110,7 @@ class Planner:
             router=self.router,
             command_max_ttl_s=config.command_max_ttl_s,
             grants=config.grants,
+            shared=SharedValues(zones=zones),
         )
         self.metrics.watch_sharing(self.decider.shared)
         self.gc = gc or KeepGc()  # the planner process passes FreezeAfterRebuild

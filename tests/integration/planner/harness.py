@@ -25,7 +25,7 @@ from horae.contracts.grants import Grants
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, topic_name
 from horae.kafka.config import client_config
 from horae.kafka.reader import end_offset
-from horae.ports import WallClock
+from horae.ports import SYSTEM_ZONES, WallClock, ZoneSource
 from horae.streams.planner.clock import ensure_clock_topic
 from horae.streams.planner.worker import Planner, PlannerConfig
 from tests.integration.topic_reader import read_committed
@@ -126,9 +126,14 @@ class PlannerEnv:
         return replace(base, **overrides)  # type: ignore[arg-type]
 
     def start_thread(
-        self, slot: str = "a", clock: Callable[[], float] = time.time, **overrides: object
+        self,
+        slot: str = "a",
+        clock: Callable[[], float] = time.time,
+        zones: ZoneSource = SYSTEM_ZONES,
+        **overrides: object,
     ) -> Planner:
-        planner = Planner(self.config(slot, **overrides), clock=WallClock(clock))
+        """A planner in a thread, on ``clock`` and the time-zone database ``zones``."""
+        planner = Planner(self.config(slot, **overrides), clock=WallClock(clock), zones=zones)
         stop = threading.Event()
         thread = threading.Thread(target=planner.run, args=(stop,), daemon=True)
         thread.start()

@@ -141,3 +141,4 @@ def test_dispatcher_signs_only_with_the_fires_tenant_secret(
     assert hit.headers["Host"] == f"127.0.0.1:{receiver.port}"
     assert hit.headers["X-Kept"] == "1"
     assert refused.error is not None and "no signing secret" in refused.error
+    assert refused.not_sent == ev.NotSent.NO_SECRET

@@ -88,6 +88,7 @@ def token(attempt: int = 2, now: float = T0, secret: bytes = SECRET) -> str:
         now=now,
         ttl_s=600,
         secret=secret,
+        tzdata="2031z",
     )
 
 
@@ -108,6 +109,7 @@ def test_an_accepted_report_is_written_once_on_the_triggers_partition() -> None:
     assert outcome.state is ev.OutcomeState.FAILED and outcome.error == "disk full"
     assert outcome.attempts == 2 and outcome.key_hash == KEY.short_hash()
     assert outcome.decided_at == datetime.fromtimestamp(T0 + 30, UTC)
+    assert outcome.source == ev.OutcomeSource.CALLBACK and outcome.tzdata_version == "2031z"
     assert env.count("accepted") == 1 and env.count("replayed") == 1
 
 

@@ -115,15 +115,34 @@ def test_timed_out_after_sending_on_the_last_attempt_is_unknown() -> None:
     assert c.verdict is Verdict.UNKNOWN
     outcome = c.emits[1].event
     assert isinstance(outcome, ev.WorkOutcome)
-    assert outcome.state is ev.OutcomeState.EXHAUSTED and (outcome.error or "").startswith(
-        "unknown"
-    )
+    assert outcome.unknown, "unknown is visible"
+    assert outcome.state is ev.OutcomeState.EXHAUSTED, "what readers before WorkOutcome v4 see"
+    assert outcome.source == ev.OutcomeSource.DISPATCHER
+    assert outcome.tzdata_version == order().fire.tzdata_version
     assert ROUTER.names[Topic.DLQ] in topics(c)
+    plain = conclude_on(order(attempt=5), OrderHeaders(), sent(SendResult.HTTP_ERROR, 500))
+    exhausted = plain.emits[1].event
+    assert isinstance(exhausted, ev.WorkOutcome) and not exhausted.unknown
 
 
-def test_nothing_sent_without_a_secret_is_a_final_failure() -> None:
-    c = conclude_on(order(), OrderHeaders(), Sent(None, T0 * 1000, T0 * 1000, "no signing secret"))
+def test_nothing_sent_without_a_secret_is_a_final_failure_with_its_own_cause() -> None:
+    not_sent = Sent(None, T0 * 1000, T0 * 1000, "no signing secret", ev.NotSent.NO_SECRET)
+    c = conclude_on(order(), OrderHeaders(), not_sent)
     assert c.verdict is Verdict.FAILED and "no signing secret" in (c.cause or "")
+    attempt = c.emits[0].event
+    assert isinstance(attempt, ev.Attempt)
+    assert attempt.not_sent == ev.NotSent.NO_SECRET
+    assert attempt.transport_result is ev.TransportResult.REFUSED_ADDRESS  # readers before v4
+    assert attempt.tzdata_version == order().fire.tzdata_version
+    event = c.emits[2].event
+    assert isinstance(event, ev.ScheduleEvent)
+    assert event.tzdata_version == order().fire.tzdata_version
+
+
+def test_a_sent_attempt_has_no_not_sent_cause() -> None:
+    c = conclude_on(order(), OrderHeaders(), sent(SendResult.OK, 200))
+    attempt = c.emits[0].event
+    assert isinstance(attempt, ev.Attempt) and attempt.not_sent is None
 
 
 def test_redrive_restarts_the_budget_and_links_to_the_dlq_record() -> None:

@@ -139,3 +139,29 @@ def test_a_503_is_retried_after_a_rewind_and_the_retry_ends_the_fire() -> None:
         (last.topic(), partition): last.offset() + 1,
     }
     assert log.consume(100, 0) == []
+
+
+WEBHOOK, NO_SECRET = ev.TargetKind.WEBHOOK, ev.NotSent.NO_SECRET
+
+
+@pytest.mark.parametrize(
+    ("target", "cause"),
+    [
+        (ev.Target(kind=WEBHOOK, url="https://h.example/h", secret_refs=("x",)), NO_SECRET),
+        (ev.Target(kind=WEBHOOK, url=None, secret_refs=("main",)), ev.NotSent.NO_URL),
+    ],
+)
+def test_an_attempt_that_never_ran_says_why_and_nothing_is_sent(
+    target: ev.Target, cause: ev.NotSent
+) -> None:
+    sender = RecordingSender([AttemptResult(SendResult.OK, 200, 0.01)])
+    order = first_order()
+    order = ev.DispatchOrder(
+        fire=order.fire, target=target, lane=order.lane, attempt=1, not_before=order.not_before
+    )
+    sent = asyncio.run(attempt_once(order, CONFIG, sender, VirtualClock(T0)))
+    assert sender.sent == [] and sent.result is None and sent.not_sent is cause
+    c = conclude(order, OrderHeaders(), sent, ROUTER, 0)
+    record = c.emits[0].event
+    assert isinstance(record, ev.Attempt) and record.not_sent == cause
+    assert c.verdict is Verdict.FAILED

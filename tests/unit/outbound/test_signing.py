@@ -111,6 +111,8 @@ def test_token_round_trip_and_headers() -> None:
     )
     assert (claims.issued_at, claims.expires_at) == (int(NOW), int(NOW) + 600)
     assert claims.token_id and _token() == token  # deterministic
+    assert claims.tzdata is None
+    assert verify_token(_token(tzdata="2025b"), NOW + 10, SECRET).tzdata == "2025b"
     keys = SigningKeys.from_secrets(OLD)
     headers = attempt_headers(body=b"", fire_key="k", keys=keys, now=NOW, callback_token=token)
     assert headers[CALLBACK_TOKEN_HEADER] == token

@@ -11,6 +11,7 @@ from horae.contracts import events as ev
 from horae.contracts.codec import decode, encode
 from horae.contracts.grants import Grants
 from horae.contracts.topics import Topic, events_topic, topic_name
+from horae.ports import SYSTEM_ZONES, ZoneSource
 from horae.streams.planner.worker import Planner, PlannerConfig
 from horae.testing import InMemoryLog, InMemoryReader, VirtualBrokerClock, VirtualClock
 from tests.unit.planner.builders import KEY_ID, TENANT, TENANT_KEYS
@@ -44,10 +45,11 @@ class Rig:
         self.clock.advance(advance_s)
         self.planner.step()
 
-    def restart(self) -> None:
-        """A new planner on the same log and clock: its indexes are rebuilt from the log."""
+    def restart(self, zones: ZoneSource = SYSTEM_ZONES) -> None:
+        """A new planner on the same log and clock (and ``zones``, its time-zone database):
+        its indexes are rebuilt from the log."""
         self.planner.close()
-        self.planner = _planner(self.log, self.clock, self.broker)
+        self.planner = _planner(self.log, self.clock, self.broker, zones)
 
     def read(self, topic: Topic, kind: type[E]) -> list[E]:
         return [
@@ -66,7 +68,12 @@ class Rig:
         return [q.cause for q in self.read(Topic.QUARANTINE, ev.Quarantined)]
 
 
-def _planner(log: InMemoryLog, clock: VirtualClock, broker: VirtualBrokerClock) -> Planner:
+def _planner(
+    log: InMemoryLog,
+    clock: VirtualClock,
+    broker: VirtualBrokerClock,
+    zones: ZoneSource = SYSTEM_ZONES,
+) -> Planner:
     def ensure_topics(names: Sequence[str]) -> None:
         for name in names:
             log.create_topic(name, 4)
@@ -87,6 +94,7 @@ def _planner(log: InMemoryLog, clock: VirtualClock, broker: VirtualBrokerClock) 
         reader=InMemoryReader(log),
         broker_clock=broker,
         ensure_topics=ensure_topics,
+        zones=zones,
     )
 
 

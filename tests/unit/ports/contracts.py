@@ -1,6 +1,6 @@
 """One contract suite per port, written once and run over every adapter (APScheduler's pattern):
 a backend subclasses the suite and provides its fixture (``rig``, ``clock``, ``resolver``,
-``sender_rig``). The in-memory adapters run in
+``sender_rig``, ``zones``). The in-memory adapters run in
 ``tests/unit/ports``, the Kafka and PostgreSQL ones in ``tests/integration/ports``."""
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import pytest
 from horae.contracts import events as ev
 from horae.contracts.codec import default_codec, encode
 from horae.contracts.topics import Topic
+from horae.domain.recurrence import CronSpec
+from horae.domain.trigger import TriggerSpec
 from horae.outbound.results import Outcome, SendResult
 from horae.ports import (
     Clock,
@@ -28,6 +30,7 @@ from horae.ports import (
     Resolver,
     TransactionalLog,
     TransactionFailed,
+    ZoneSource,
 )
 from horae.projections.rows import Batch, RecordMapper, Stage
 
@@ -193,6 +196,27 @@ class ResolverContract:
 
 async def _resolve(resolver: Resolver, host: str) -> list[str]:
     return list(await resolver(host, 80))
+
+
+# --- ZoneSource ----------------------------------------------------------------------------------
+class ZoneSourceContract:
+    """What every :class:`~horae.ports.ZoneSource` keeps: the schedule of a spec names its tzdata
+    release (a non-empty string, the same for every spec of one source) and gives instants
+    strictly after the time asked, in order. The adapter's test class provides ``zones``."""
+
+    def test_a_schedule_names_its_release_and_moves_forward(self, zones: ZoneSource) -> None:
+        hourly = TriggerSpec(recurrence=CronSpec("0 * * * *"), zone="Europe/Paris")
+        daily = TriggerSpec(recurrence=CronSpec("30 9 * * *"), zone="America/New_York")
+        first, second = zones.schedule(hourly), zones.schedule(daily)
+        assert isinstance(first.tzdata, str) and first.tzdata
+        assert first.tzdata == second.tzdata
+        t, seen = 1_800_000_000, []
+        for _ in range(30):
+            nxt = first.next_after(t)
+            assert nxt is not None and nxt > t
+            seen.append(nxt)
+            t = nxt
+        assert seen == sorted(set(seen))
 
 
 # --- HttpSender ----------------------------------------------------------------------------------

@@ -7,13 +7,17 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from horae.domain.recurrence import CronSpec
+from horae.domain.trigger import TriggerSpec
 from horae.outbound.results import AttemptResult, SendResult
+from horae.ports import SYSTEM_ZONES, ZoneSource
 from horae.projections.rows import Stage
 from horae.testing import (
     InMemoryLog,
     InMemoryReader,
     InMemoryStore,
     RecordingSender,
+    ShiftedZones,
     StaticResolver,
     VirtualClock,
 )
@@ -29,6 +33,7 @@ from tests.unit.ports.contracts import (
     SenderRig,
     SenderSession,
     TransactionalLogContract,
+    ZoneSourceContract,
 )
 
 
@@ -142,3 +147,24 @@ class TestRecordingSender(HttpSenderContract):
             yield _RecordingSession()
 
         return session
+
+
+class TestSystemZones(ZoneSourceContract):
+    @pytest.fixture
+    def zones(self) -> ZoneSource:
+        return SYSTEM_ZONES
+
+
+class TestShiftedZones(ZoneSourceContract):
+    @pytest.fixture
+    def zones(self) -> ZoneSource:
+        return ShiftedZones("2099z", 1800)
+
+
+def test_shifted_zones_move_every_instant_and_name_their_release() -> None:
+    spec = TriggerSpec(recurrence=CronSpec("0 * * * *"), zone="UTC")
+    system, shifted = SYSTEM_ZONES.schedule(spec), ShiftedZones("2099z", 1800).schedule(spec)
+    assert shifted.tzdata == "2099z" != system.tzdata
+    t = 1_800_000_000  # on the hour
+    assert system.next_after(t) == t + 3600 and shifted.next_after(t) == t + 1800
+    assert shifted.next_after(t + 1800) == t + 5400

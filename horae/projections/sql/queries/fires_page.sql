@@ -1,9 +1,10 @@
 -- Fires of one trigger whose scheduled instant is in [since, until), oldest first, optionally
 -- only those whose status or decision state is in %(states)s, after the cursor (keyset on
 -- (scheduled_at, fire_key)).
-SELECT fire_key, key_hash, tenant, trigger_id, origin, scheduled_at, sequence, due_at, decided_at,
-    state, status, cause, cause_detail, lane, trigger_version, attempt_count, first_attempt_at,
-    last_attempt_at, outcome, terminal_at, lateness_ms
+SELECT fire_key, key_hash, tenant, trigger_id, origin, scheduled_at, sequence, jitter_ms, due_at,
+    decided_at, state, status, cause, cause_detail, lane, command_id, trigger_version,
+    tzdata_version, attempt_count, first_attempt_at, last_attempt_at, outcome, outcome_source,
+    terminal_at, lateness_ms
 FROM fires
 WHERE tenant = %(tenant)s AND trigger_id = %(trigger_id)s
     AND scheduled_at >= %(since)s AND scheduled_at < %(until)s
