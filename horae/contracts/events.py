@@ -128,6 +128,7 @@ class ScheduleEventType(StrEnum):
     FAILED = "schedule.failed"
     REJECTED = "schedule.rejected"
     COMPLETED = "schedule.completed"  # no instant left (past its end, or its last ``at``)
+    REPLACED = "schedule.replaced"  # a fire replaced by a newer one (overlap ``replace``)
 
 
 # --- building blocks -----------------------------------------------------------------------
@@ -313,6 +314,9 @@ class DispatchOrder:
     payload: bytes = b""
     content_type: str = "application/json"
     deadline: datetime | None = None  # retries truncated at the next instant
+    #: since v4: set on a *cancel marker* (its cause, e.g. "cancelled: replaced"): the planner
+    #: replaced this fire; a dispatcher still holding its first attempt drops it, never sends it
+    cancel: str | None = None
 
 
 @event
@@ -337,6 +341,10 @@ class PlannerState:
     backfill_to: datetime | None = None
     applied_commands: tuple[AppliedCommand, ...] = ()
     fired: int = 0  # since v3: scheduled instants fired so far (for Recurrence.count)
+    #: since v4 (overlap): when the running fire stops counting as running without an outcome
+    running_until: datetime | None = None
+    running_lane: Lane | None = None  # since v4: the lane of the running fire's order
+    buffered_lane: Lane | None = None  # since v4: the lane the buffered fire goes on
 
 
 @event

@@ -130,7 +130,9 @@ def rebuild_partition(
         if planner_state is None:
             latest[key] = definition
         elif definition.version == planner_state.trigger_version:  # the latest accepted version
-            index.put(key, decider.restore(definition, planner_state, now))
+            entry = decider.restore(definition, planner_state, now)
+            decider.restore_flight(index, key, entry, planner_state)
+            index.put(key, entry)
     for key, (msg, why) in undecodable.items():
         found = latest.get(key)
         at = utc_datetime(now)

@@ -73,6 +73,7 @@ class PlannerConfig:
     grants: Grants | None = None  # key roles, tenant ceilings, secret refs (None: defaults)
     min_interval_s: int = 60  # platform limit on how often a trigger may fire
     command_max_ttl_s: int = 3600  # farthest a command's expires_at may lie after it is read
+    overlap_attempt_s: float = 30.0  # a running fire with no outcome counts until deadline + this
 
 
 class Planner:
@@ -104,6 +105,7 @@ class Planner:
             router=self.router,
             command_max_ttl_s=config.command_max_ttl_s,
             grants=config.grants,
+            overlap_attempt_s=config.overlap_attempt_s,
         )
         self.metrics.watch_sharing(self.decider.shared)
         self.gc = gc or KeepGc()  # the planner process passes FreezeAfterRebuild
@@ -135,7 +137,11 @@ class Planner:
     # --- group membership ----------------------------------------------------------------
     def _subscribe(self) -> None:
         self.txn.subscribe(
-            [self._topics[Topic.DEFINITIONS], self._topics[Topic.COMMANDS]],
+            [
+                self._topics[Topic.DEFINITIONS],
+                self._topics[Topic.COMMANDS],
+                self._topics[Topic.OUTCOMES],
+            ],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
         )
@@ -240,8 +246,11 @@ class Planner:
         index = self.indexes.get(record.partition() or 0)
         if index is None:
             return []
-        if record.topic() == self._topics[Topic.DEFINITIONS]:
+        topic = record.topic()
+        if topic == self._topics[Topic.DEFINITIONS]:
             return self.decider.on_definition_record(index, record, now)
+        if topic == self._topics[Topic.OUTCOMES]:
+            return self.decider.on_outcome_record(index, record, now)
         return self.decider.on_command_record(index, record, now)
 
     def _commit(self, outputs: Sequence[Emit], now: float) -> None:
