@@ -82,7 +82,7 @@ class Lane(StrEnum):
 
 class FireState(StrEnum):
     FIRED = "fired"  # committed and handed to a lane
-    SKIPPED = "skipped"  # decided not to dispatch (misfire skip, overlap skip, dst skip...)
+    SKIPPED = "skipped"  # decided not to dispatch (misfire skip, overlap skip, suspended...)
     EXPIRED = "expired"  # older than the catch-up horizon
     PAUSED = "paused"  # due while the trigger was paused
     REJECTED = "rejected"  # refused (quota, authorisation)
@@ -112,7 +112,7 @@ class OutcomeState(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # permanent failure (e.g. 4xx other than 408/429)
     EXHAUSTED = "exhausted"  # attempt budget or deadline used up
-    CANCELLED = "cancelled"  # replaced / trigger deleted before success
+    CANCELLED = "cancelled"  # never sent: replaced (overlap) while the dispatcher held it
 
 
 class ScheduleEventType(StrEnum):
@@ -334,8 +334,8 @@ class PlannerState:
     last_decided: datetime | None = None
     last_fire_key: str | None = None
     paused_since: datetime | None = None
-    running_fire_key: str | None = None
-    buffered_fire_key: str | None = None
+    running_fire_key: str | None = None  # overlap: the fire running (order out, no outcome read)
+    buffered_fire_key: str | None = None  # overlap: the fire held until the running one ends
     backfill_command_id: str | None = None
     backfill_cursor: datetime | None = None
     backfill_to: datetime | None = None

@@ -20,6 +20,22 @@ Per trigger (a :class:`~horae.streams.planner.index.TriggerEntry`):
   due index, also after a restart). ``Recurrence.count`` completes it the same way once that
   many scheduled instants have fired (``PlannerState.fired``; manual runs and backfills do not
   count); later instants are not decided.
+- overlap (``policies.overlap``, :func:`~horae.domain.overlap.decide_overlap`): a webhook
+  trigger whose policy is not ``allow`` has its *running* fire (order emitted, no outcome read)
+  and its *buffered* fire in :attr:`DueIndex.flights <horae.streams.planner.index.DueIndex>`
+  (and in ``PlannerState``: ``running_fire_key``, ``running_until``, ``running_lane``,
+  ``buffered_fire_key``, ``buffered_lane``, so a rebuild restores them). The worker also
+  consumes the ``outcomes`` partition of each partition it owns; :meth:`Decider.on_outcome_record`
+  looks the record's key up in :attr:`DueIndex.running` (one dict lookup, nothing decoded for
+  other fires) and ends that fire. A running fire also ends at ``running_until`` = its deadline
+  (the next instant) + ``overlap_attempt_s``, through the due index: a trigger with a buffered
+  fire is due then. A scheduled fire while one runs: ``skip`` records it ``skipped: overlap``
+  (plus ``schedule.skipped`` with its key), ``buffer_one`` holds it (no ledger record, no order)
+  until the running fire ends, then fires it with cause ``buffered: overlap`` (a second one is
+  ``skipped: overlap (buffer full)``), ``replace`` fires it and records the running one
+  ``replaced`` with a cancel marker after its order (:func:`~.records.replaced_outputs`). Manual
+  runs, backfills and event targets are never tracked; ``allow`` triggers pay one identity check
+  per evaluation (and one dict lookup while the partition tracks any fire).
 """
 
 from __future__ import annotations
