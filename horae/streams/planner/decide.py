@@ -533,7 +533,7 @@ class Decider:
         if key is None:
             return []
         entry, flight = index.entries.get(key), index.flights.get(key)
-        if entry is None or flight is None or flight.running is None:
+        if entry is None or flight is None or (flight.running or "").encode() != raw:
             del running[raw]
             return []
         before = entry.due_ts

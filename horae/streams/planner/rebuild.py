@@ -131,7 +131,8 @@ def rebuild_partition(
             latest[key] = definition
         elif definition.version == planner_state.trigger_version:  # the latest accepted version
             entry = decider.restore(definition, planner_state, now)
-            decider.restore_flight(index, key, entry, planner_state)
+            if planner_state.running_fire_key or planner_state.buffered_fire_key:  # overlap
+                decider.restore_flight(index, key, entry, planner_state)
             index.put(key, entry)
     for key, (msg, why) in undecodable.items():
         found = latest.get(key)

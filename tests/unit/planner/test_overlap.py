@@ -207,3 +207,19 @@ def test_allow_and_event_targets_track_nothing(rig: Rig, overlap: ev.Overlap) ->
     assert len(rig.fires()) == 4
     assert all(s.running_fire_key is None for s in rig.read(Topic.PLANNER_STATE, ev.PlannerState))
     assert not any(i.flights for i in rig.planner.indexes.values())
+
+
+def test_outcomes_that_change_nothing_are_committed_within_a_tick(rig: Rig) -> None:
+    _trigger(rig, ev.Overlap.ALLOW)
+    rig.step(MINUTE)  # T0+60 fires; nothing is tracked
+    commits = rig.log.commits
+    _outcome(rig, T0 + 60)
+    topic = rig.name(Topic.OUTCOMES)
+    partition = next(r.partition() for r in rig.log.records(topic))
+    rig.step(0.5)  # read: a miss, no transaction for it alone
+    assert rig.log.commits == commits
+    assert rig.log.committed.get((topic, partition), 0) == 0
+    rig.step(1.0)  # a tick later its position is committed
+    assert rig.log.commits == commits + 1
+    assert rig.log.committed[(topic, partition)] == 1
+    assert len(rig.fires()) == 1
