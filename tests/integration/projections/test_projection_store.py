@@ -234,3 +234,49 @@ def test_overlap_rows_project_skipped_replaced_and_cancelled(
     ).fetchone()
     assert status == ("cancelled", "cancelled")
     assert db.execute(f'SELECT count(*) FROM "{schema}".fire_duplicates').fetchone() == (0,)
+
+
+def test_the_planners_overlap_records_project(store: ProjectionStore, db: Any, schema: str) -> None:
+    """What the planner (in memory, virtual clock) writes for ``skip`` and ``replace``, and the
+    dispatcher's ``cancelled`` conclusion, through the store: the rows the history reads."""
+    from horae.contracts.codec import decode
+    from horae.streams.dispatcher.conclude import cancelled
+    from horae.streams.dispatcher.records import OrderHeaders
+    from tests.unit.planner.builders import definition
+    from tests.unit.planner.rig import make_rig
+
+    rig = make_rig()
+    for trigger_id, overlap in (("skipper", ev.Overlap.SKIP), ("replacer", ev.Overlap.REPLACE)):
+        policies = ev.Policies(overlap=overlap)
+        rig.put(definition(trigger_id, "* * * * *", policies=policies))
+    rig.step()
+    rig.step(60)
+    rig.step(60)  # the second instant of each: skipped, and replacing the first
+    log = Log()
+    recs = []
+    for topic in (Topic.FIRES, Topic.SCHEDULE_EVENTS):
+        for r in rig.log.records(rig.name(topic)):
+            recs.append(log.append(ROUTER.emit(decode(r.value() or b""), 0)))
+    [replaced] = [o for o in rig.read(Topic.LANE_ON_TIME, ev.DispatchOrder) if o.cancel]
+    [first] = [
+        o
+        for o in rig.read(Topic.LANE_ON_TIME, ev.DispatchOrder)
+        if o.fire.fire_key == replaced.fire.fire_key and not o.cancel
+    ]
+    concluded = cancelled(first, OrderHeaders(), replaced.cancel or "", ROUTER, 0, 0)
+    recs += [log.append(e) for e in concluded.emits]
+    result = store.apply(batch_of(recs), STAGE_TOPICS)
+    assert (result.duplicates_different, result.duplicates_identical) == (0, 0)
+    rows = db.execute(
+        f'SELECT trigger_id, state, status, cause FROM "{schema}".fires ORDER BY 1, scheduled_at'
+    ).fetchall()
+    assert rows == [
+        ("replacer", "replaced", "cancelled", "cancelled: replaced"),
+        ("replacer", "fired", "fired", None),
+        ("skipper", "fired", "fired", None),
+        ("skipper", "skipped", "skipped", "skipped: overlap"),
+    ]
+    events = db.execute(
+        f'SELECT type, fire_key IS NOT NULL FROM "{schema}".schedule_events ORDER BY 1'
+    ).fetchall()
+    assert events == [("schedule.replaced", True), ("schedule.skipped", True)]
