@@ -223,3 +223,28 @@ def test_outcomes_that_change_nothing_are_committed_within_a_tick(rig: Rig) -> N
     assert rig.log.commits == commits + 1
     assert rig.log.committed[(topic, partition)] == 1
     assert len(rig.fires()) == 1
+
+
+def test_replace_after_buffer_one_replaces_the_running_and_the_held_fire(rig: Rig) -> None:
+    _trigger(rig, ev.Overlap.BUFFER_ONE)
+    rig.planner.decider.overlap_attempt_s = 600.0
+    rig.step(MINUTE)  # T0+60 runs
+    rig.step(MINUTE)  # T0+120 held
+    policies = ev.Policies(overlap=ev.Overlap.REPLACE)
+    rig.put(definition(ID, "* * * * *", version=2, policies=policies))
+    rig.step(1)  # applied at T0+121: the fires in flight stay
+    assert (_state(rig).running_fire_key, _state(rig).buffered_fire_key) == (
+        _key(T0 + 60),
+        _key(T0 + 120),
+    )
+    rig.step(MINUTE - 1)  # T0+180 replaces both
+    replaced = [f for f in rig.fires() if f.state is ev.FireState.REPLACED]
+    assert sorted(f.fire_key for f in replaced) == [_key(T0 + 60), _key(T0 + 120)]
+    markers = [o.fire.fire_key for o in _orders(rig) if o.cancel]
+    assert markers == [_key(T0 + 60)], "the held fire was never ordered: no marker"
+    assert [o.fire.fire_key for o in _orders(rig) if not o.cancel] == [
+        _key(T0 + 60),
+        _key(T0 + 180),
+    ]
+    state = _state(rig)
+    assert (state.running_fire_key, state.buffered_fire_key) == (_key(T0 + 180), None)
