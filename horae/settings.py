@@ -65,6 +65,11 @@ class PlannerSettings(BaseSettings):
     metrics_port: int = Field(
         default=0, description="serve /metrics on 127.0.0.1 at this port; 0: not served"
     )
+    overlap_attempt_s: float = Field(
+        default=30.0,
+        description="overlap: a running fire with no outcome counts as running until its "
+        "deadline plus this (the dispatchers' HORAE_DISPATCHER_DEADLINE_S)",
+    )
 
 
 class DispatcherSettings(BaseSettings):

@@ -133,7 +133,7 @@ class OutcomeState(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # permanent failure (e.g. 4xx other than 408/429)
     EXHAUSTED = "exhausted"  # attempt budget or deadline used up
-    CANCELLED = "cancelled"  # replaced / trigger deleted before success
+    CANCELLED = "cancelled"  # never sent: replaced (overlap) while the dispatcher held it
 
 
 class ScheduleEventType(StrEnum):
@@ -150,6 +150,7 @@ class ScheduleEventType(StrEnum):
     REJECTED = "schedule.rejected"
     COMPLETED = "schedule.completed"  # no instant left (past its end, or its last ``at``)
     RECOMPUTED = "schedule.recomputed"  # a new tzdata release moved the next instant
+    REPLACED = "schedule.replaced"  # a fire replaced by a newer one (overlap ``replace``)
 
 
 # --- building blocks -----------------------------------------------------------------------
@@ -344,6 +345,9 @@ class DispatchOrder:
     payload: bytes = b""
     content_type: str = "application/json"
     deadline: datetime | None = None  # retries truncated at the next instant
+    #: since v4: set on a *cancel marker* (its cause, e.g. "cancelled: replaced"): the planner
+    #: replaced this fire; a dispatcher still holding its first attempt drops it, never sends it
+    cancel: str | None = None
 
 
 @event
@@ -366,14 +370,18 @@ class PlannerState:
     last_decided: datetime | None = None
     last_fire_key: str | None = None
     paused_since: datetime | None = None
-    running_fire_key: str | None = None
-    buffered_fire_key: str | None = None
+    running_fire_key: str | None = None  # overlap: the fire running (order out, no outcome read)
+    buffered_fire_key: str | None = None  # overlap: the fire held until the running one ends
     backfill_command_id: str | None = None
     backfill_cursor: datetime | None = None
     backfill_to: datetime | None = None
     applied_commands: tuple[AppliedCommand, ...] = ()
     fired: int = 0  # since v3: scheduled instants fired so far (for Recurrence.count)
     tzdata_version: str | None = None  # since v4: the release next_instant was computed with
+    #: since v4 (overlap): when the running fire stops counting as running without an outcome
+    running_until: datetime | None = None
+    running_lane: Lane | None = None  # since v4: the lane of the running fire's order
+    buffered_lane: Lane | None = None  # since v4: the lane the buffered fire goes on
 
 
 @event

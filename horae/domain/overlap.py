@@ -1,7 +1,9 @@
 """Overlap: what to do with a new fire while earlier fires of the same trigger are in flight.
 
 :func:`decide_overlap` ``(policy, in_flight) -> OverlapDecision`` is a pure function of the policy
-and the trigger's in-flight fires (running or buffered):
+and the trigger's in-flight fires (running or buffered). The planner applies it to every
+scheduled fire of a webhook trigger whose policy is not ``allow``
+(:mod:`horae.streams.planner.decide`, which also says when a fire counts as running):
 
 - nothing running -> ``start``;
 - ``allow`` -> ``start`` alongside;
@@ -9,6 +11,8 @@ and the trigger's in-flight fires (running or buffered):
 - ``buffer_one`` -> ``buffer`` (start when the running fire ends) unless one is already buffered,
   then ``skip`` (cause ``skipped: overlap (buffer full)``);
 - ``replace`` -> ``start`` and cancel every in-flight fire (cause on them: ``cancelled: replaced``).
+
+A buffered fire, once released, fires with cause :data:`CAUSE_BUFFERED`.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ LANES = tuple(lane_topic(lane) for lane in ev.Lane)
 # role -> (topics read, topics written); the events topics of every tenant are added per role
 _TOPICS: dict[str, tuple[tuple[Topic, ...], tuple[Topic, ...]]] = {
     "planner": (
-        (Topic.DEFINITIONS, Topic.ACCEPTED, Topic.COMMANDS, Topic.PLANNER_STATE),
+        (Topic.DEFINITIONS, Topic.ACCEPTED, Topic.COMMANDS, Topic.PLANNER_STATE, Topic.OUTCOMES),
         (
             Topic.ACCEPTED,
             Topic.PLANNER_STATE,

@@ -37,7 +37,7 @@ from horae.projections.sqlfiles import sql
 #: merge statements per staging table, in order
 MERGES: dict[Stage, tuple[str, ...]] = {
     Stage.DEFINITIONS: ("merge/definitions", "merge/triggers"),
-    Stage.FIRES: ("merge/fires",),  # returns one row per duplicate record
+    Stage.FIRES: ("merge/fires", "merge/fires_replaced"),  # the first returns the duplicates
     Stage.ATTEMPTS: ("merge/attempts", "merge/attempts_fires"),
     Stage.OUTCOMES: ("merge/outcomes",),
     Stage.SCHEDULE_EVENTS: ("merge/schedule_events",),
@@ -200,12 +200,12 @@ class ProjectionStore:
                     continue
                 for name in MERGES[stage]:
                     cur.execute(sql(name))
-                if stage is Stage.FIRES:
-                    for (identical,) in cur.fetchall():
-                        if identical:
-                            result.duplicates_identical += 1
-                        else:
-                            result.duplicates_different += 1
+                    if name == "merge/fires":
+                        for (identical,) in cur.fetchall():
+                            if identical:
+                                result.duplicates_identical += 1
+                            else:
+                                result.duplicates_different += 1
             offsets = [
                 (t, p, o) for (t, p), o in batch.next_offsets.items() if o > stored.get((t, p), -1)
             ]

@@ -92,3 +92,12 @@ def test_no_role_writes_what_it_must_not(role: str) -> None:
         assert writes == set()
     prefixed = [b for b in bindings if b.resource_pattern_type is ResourcePatternType.PREFIXED]
     assert all(b.name.startswith("p.") or b.name == "horae-dlq" for b in prefixed)
+
+
+def test_the_planner_reads_the_outcomes_overlap_needs() -> None:
+    reads = {
+        b.name
+        for b in role_bindings("planner", "p.")
+        if b.restype is ResourceType.TOPIC and b.operation is AclOperation.READ
+    }
+    assert "p.outcomes" in reads

@@ -241,21 +241,35 @@ class Admission(Generic[T]):
 
     def purge(self, keep: Callable[[T], bool]) -> int:
         """Drop every held (not in-flight) order for which ``keep`` is false; the count."""
-        dropped = 0
-        kept_delayed = [e for e in self._delayed if keep(e[4])]
-        for e in self._delayed:
-            if not keep(e[4]):
-                self.held[e[3]] -= 1
-                dropped += 1
-        heapq.heapify(kept_delayed)
-        self._delayed = kept_delayed
-        for t in self._tenants.values():
+        return len(self.take(lambda item: not keep(item)))
+
+    def take(self, drop: Callable[[T], bool], tenant: str | None = None) -> list[T]:
+        """Remove and return every held (not in-flight) order for which ``drop`` is true (only
+        ``tenant``'s ready ones, when given). O(held orders): for rare events (a rewind, a
+        cancel marker), never on the send path."""
+        dropped: list[T] = []
+        if any(drop(e[4]) for e in self._delayed):
+            kept_delayed = []
+            for e in self._delayed:
+                if drop(e[4]):
+                    self.held[e[3]] -= 1
+                    dropped.append(e[4])
+                else:
+                    kept_delayed.append(e)
+            heapq.heapify(kept_delayed)
+            self._delayed = kept_delayed
+        tenants = self._tenants.values() if tenant is None else [self._tenants.get(tenant)]
+        for t in tenants:
+            if t is None:
+                continue
             for klass, heap in t.ready.items():
-                kept = [e for e in heap if keep(e[2])]  # type: ignore[arg-type]
-                dropped += len(heap) - len(kept)
-                self.held[klass] -= len(heap) - len(kept)
-                heapq.heapify(kept)
-                t.ready[klass] = kept
+                gone = [e[2] for e in heap if drop(e[2])]  # type: ignore[arg-type]
+                if gone:
+                    dropped += gone  # type: ignore[arg-type]
+                    self.held[klass] -= len(gone)
+                    kept = [e for e in heap if not drop(e[2])]  # type: ignore[arg-type]
+                    heapq.heapify(kept)
+                    t.ready[klass] = kept
         return dropped
 
     def __len__(self) -> int:

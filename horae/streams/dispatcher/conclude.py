@@ -34,6 +34,7 @@ from horae.streams.dispatcher.records import (
     ms_of,
     outcome_record,
     retry_order,
+    utc_datetime_of_ms,
 )
 
 H_DLQ_CAUSE = "horae-dlq-cause"
@@ -66,6 +67,31 @@ def _policy(order: ev.DispatchOrder) -> BackoffPolicy:
         return retry_to_domain(order.retry)
     except ValidationError:  # the planner validated it; an odd order falls back to defaults
         return BackoffPolicy()
+
+
+def cancelled(
+    order: ev.DispatchOrder,
+    carried: OrderHeaders,
+    cause: str,
+    router: Router,
+    partition: int,
+    now_ms: int,
+) -> Conclusion:
+    """A held first attempt the dispatcher drops, never sent (a cancel marker said ``cause``):
+    no attempt record, the outcome ``cancelled`` with ``attempts`` 0 (pure)."""
+    fire = order.fire
+    outcome = ev.WorkOutcome(
+        fire_key=fire.fire_key,
+        key_hash=fire.key_hash,
+        tenant=fire.tenant,
+        trigger_id=fire.trigger_id,
+        state=ev.OutcomeState.CANCELLED,
+        attempts=0,
+        decided_at=utc_datetime_of_ms(now_ms),
+        error=cause,
+    )
+    emits = [router.emit(outcome, partition, headers=carried.to_headers())]
+    return Conclusion(Verdict.CANCELLED, emits, cause)
 
 
 def conclude(

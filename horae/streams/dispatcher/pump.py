@@ -21,6 +21,9 @@ The asyncio loop that sends only receives orders (``deliver``) and hands finishe
 - A partition with ``max_open_per_partition`` unfinished orders is paused until half drain.
 - Every assignment and revocation hands the loop the share of the lane partitions this process
   owns (``share``), so the tenants' limits hold across the group (:mod:`.admission`).
+- A *cancel marker* (an order with ``cancel`` set, written by the planner after the order it
+  cancels, on the same lane partition) is finished as soon as it is consumed: the order it
+  cancels has a lower offset, so the commit point cannot pass that order before it is finished.
 """
 
 from __future__ import annotations
@@ -221,6 +224,8 @@ class Pump:
                     continue
                 carried = OrderHeaders.from_headers(msg.headers())
                 items.append(Item(topic, partition, offset, epoch, order, carried))
+                if order.cancel is not None:  # a cancel marker has nothing to send: finished
+                    window.finished(offset)  # (the order it cancels is earlier: still open)
         if items:
             self._deliver(items)
 

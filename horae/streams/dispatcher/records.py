@@ -20,6 +20,9 @@ Every attempt, outcome and event carries the fire's tzdata version; every outcom
 ``source`` ``dispatcher`` (the callback's have ``callback``). An attempt that never ran (no
 signing secret, no URL) has ``not_sent`` saying why.
 
+A fire the planner replaced (overlap ``replace``) whose first attempt the dispatcher still held
+gets no attempt: only its outcome, ``cancelled`` (:func:`~.conclude.cancelled`).
+
 Kafka headers carried from attempt to attempt (:class:`OrderHeaders`): the first attempt's start
 (for the outcome), the attempt budget base (a redrive restarts the budget) and the DLQ record a
 redrive came from (``horae-redrive-of``), so every later record links to it.
@@ -49,6 +52,7 @@ class Verdict(StrEnum):
     FAILED = "failed"
     EXHAUSTED = "exhausted"
     UNKNOWN = "unknown"
+    CANCELLED = "cancelled"  # never sent: the planner replaced the fire
 
 
 TERMINAL_FAILURES = frozenset({Verdict.FAILED, Verdict.EXHAUSTED, Verdict.UNKNOWN})
@@ -182,6 +186,7 @@ def outcome_record(
         Verdict.FAILED: ev.OutcomeState.FAILED,
         Verdict.EXHAUSTED: ev.OutcomeState.EXHAUSTED,
         Verdict.UNKNOWN: ev.OutcomeState.EXHAUSTED,
+        Verdict.CANCELLED: ev.OutcomeState.CANCELLED,
     }[verdict]
     if verdict is Verdict.UNKNOWN:
         error = error or "the last attempt timed out after sending"

@@ -11,7 +11,10 @@
    with the lane offset in one transaction;
 3. an order whose partition was rewound or revoked meanwhile is dropped unsent (it is consumed
    again); a concluded attempt of such an order is discarded by the pump;
-4. optional: the outcome-callback server (:mod:`.callback`) on ``callback_port``; its Kafka
+4. a cancel marker (the planner replaced a fire, overlap ``replace``): the fire's first attempt,
+   if still held (waiting for ``not_before`` or for a slot), is dropped unsent and concluded
+   ``cancelled`` (:func:`~.conclude.cancelled`); a fire already sent, or retrying, runs to its end;
+5. optional: the outcome-callback server (:mod:`.callback`) on ``callback_port``; its Kafka
    writer is built off the loop before the server starts.
 
 Guarantee: at-least-once. A fire whose order is committed on a lane is sent until it is terminal,
@@ -25,19 +28,21 @@ import asyncio
 import logging
 import threading
 
+from horae.contracts import events as ev
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic, topic_name
 from horae.outbound import AddressPolicy, HttpSender, ReplayGuard
 from horae.ports import SYSTEM_CLOCK, Clock, Resolver
 from horae.streams.dispatcher.admission import Admission, lane_class
 from horae.streams.dispatcher.callback import CallbackHandler, OutcomeWriter, start_callback_server
-from horae.streams.dispatcher.conclude import conclude
+from horae.streams.dispatcher.conclude import cancelled, conclude
 from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.deliver import attempt_once
 from horae.streams.dispatcher.metrics import DispatcherMetrics, target_class
 from horae.streams.dispatcher.pump import Finished, Item, Pump
 
 log = logging.getLogger(__name__)
+_RETRY = ev.Lane.RETRY
 RETRY_INTERNAL_S = 5.0  # an attempt that crashed inside the dispatcher is tried again after this
 
 
@@ -156,11 +161,31 @@ class Dispatcher:
         now = self.clock.now()
         for item in items:
             order = item.order
+            if order.cancel is not None:
+                self._cancel(item, order.cancel, now)
+                continue
             self.admission.add(
                 item, order.fire.tenant, lane_class(order), order.not_before.timestamp(), now
             )
         assert self._wake is not None
         self._wake.set()
+
+    def _cancel(self, marker: Item, cause: str, now: float) -> None:
+        """Drop the held first attempt of the marker's fire, if any, and conclude it."""
+        if not self.pump.is_current(marker):
+            return
+        key = marker.order.fire.fire_key
+
+        def cancels(item: Item) -> bool:
+            order = item.order
+            return order.fire.fire_key == key and order.attempt == 1 and order.lane is not _RETRY
+
+        for item in self.admission.take(cancels, marker.order.fire.tenant):
+            conclusion = cancelled(
+                item.order, item.carried, cause, self.router, item.partition, int(now * 1000)
+            )
+            self.pump.finish(Finished(item, conclusion))
+            log.info("cancelled %s before sending it: %s", key, cause)
 
     def _purge(self) -> None:
         dropped = self.admission.purge(self.pump.is_current)

@@ -24,6 +24,22 @@ Per trigger (a :class:`~horae.streams.planner.index.TriggerEntry`):
   :class:`~horae.ports.ZoneSource` of :class:`~horae.streams.planner.sharing.SharedValues`); a
   trigger restored from a state of another release whose next instant moved emits
   ``schedule.recomputed`` (:meth:`Decider.tzdata_change`).
+- overlap (``policies.overlap``, :func:`~horae.domain.overlap.decide_overlap`): a webhook
+  trigger whose policy is not ``allow`` has its *running* fire (order emitted, no outcome read)
+  and its *buffered* fire in :attr:`DueIndex.flights <horae.streams.planner.index.DueIndex>`
+  (and in ``PlannerState``: ``running_fire_key``, ``running_until``, ``running_lane``,
+  ``buffered_fire_key``, ``buffered_lane``, so a rebuild restores them). The worker also
+  consumes the ``outcomes`` partition of each partition it owns; :meth:`Decider.on_outcome_record`
+  looks the record's key up in :attr:`DueIndex.running` (one dict lookup, nothing decoded for
+  other fires) and ends that fire. A running fire also ends at ``running_until`` = its deadline
+  (the next instant) + ``overlap_attempt_s``, through the due index: a trigger with a buffered
+  fire is due then. A scheduled fire while one runs: ``skip`` records it ``skipped: overlap``
+  (plus ``schedule.skipped`` with its key), ``buffer_one`` holds it (no ledger record, no order)
+  until the running fire ends, then fires it with cause ``buffered: overlap`` (a second one is
+  ``skipped: overlap (buffer full)``), ``replace`` fires it and records the running one
+  ``replaced`` with a cancel marker after its order (:func:`~.records.replaced_outputs`). Manual
+  runs, backfills and event targets are never tracked; ``allow`` triggers pay one identity check
+  per evaluation (and one dict lookup while the partition tracks any fire).
 """
 
 from __future__ import annotations
@@ -37,7 +53,15 @@ from horae.contracts.grants import REQUIRED, Grants, audit_entry, command_act
 from horae.contracts.ingress import Source, TenantKeys, ingest_definition
 from horae.contracts.quarantine import quarantine
 from horae.contracts.routing import Router
+from horae.domain.keys import FireKey, canonical_text
 from horae.domain.misfire import MisfireOutcome, evaluate_misfire
+from horae.domain.overlap import (
+    CAUSE_BUFFERED,
+    InFlight,
+    OverlapAction,
+    OverlapPolicy,
+    decide_overlap,
+)
 from horae.domain.trigger import Limits, validate_trigger
 from horae.ports import Emit, InputRecord
 from horae.streams.planner.commands import (
@@ -46,11 +70,19 @@ from horae.streams.planner.commands import (
     CommandHandler,
     remembered,
 )
-from horae.streams.planner.index import DueIndex, TenantEntry, TriggerEntry
-from horae.streams.planner.records import fire_outputs, schedule_event, utc_datetime
+from horae.streams.planner.index import DueIndex, Flight, TenantEntry, TriggerEntry
+from horae.streams.planner.records import (
+    fire_event,
+    fire_outputs,
+    replaced_outputs,
+    schedule_event,
+    utc_datetime,
+)
 from horae.streams.planner.sharing import SharedValues
 
 MAX_RECORDS_PER_EVALUATION = 1000
+DEFAULT_ATTEMPT_S = 30.0  # the dispatcher's default attempt deadline (HORAE_DISPATCHER_DEADLINE_S)
+_ALLOW, _WEBHOOK, _ON_TIME = OverlapPolicy.ALLOW, ev.TargetKind.WEBHOOK, ev.Lane.ON_TIME
 Refusal = tuple[str, str, str]  # (audited action, quarantine cause, detail)
 
 
@@ -63,16 +95,20 @@ class Decider:
         router: Router | None = None,
         command_max_ttl_s: int = DEFAULT_MAX_TTL_S,
         grants: Grants | None = None,
+        overlap_attempt_s: float = DEFAULT_ATTEMPT_S,
     ) -> None:
         """``router`` names the topics of what is emitted (default prefix ``horae.``);
         ``command_max_ttl_s`` bounds how far ahead a command's ``expires_at`` may lie;
         ``grants``: what each key may do (:mod:`horae.contracts.grants`; default: the platform
-        key everything, every other key ``author``; secret refs not checked)."""
+        key everything, every other key ``author``; secret refs not checked);
+        ``overlap_attempt_s``: how long after its deadline a running fire without an outcome
+        still counts as running (the dispatcher's longest attempt)."""
         self.tenant_keys: TenantKeys = tenant_keys or {}
         self.limits = limits or Limits()
         self.shared = shared or SharedValues()
         self.router = router or Router("horae.")
         self.grants = grants or Grants()
+        self.overlap_attempt_s = overlap_attempt_s
         #: None when the events topics a definition's triggers produce into exist (created if
         #: need be), else why not (the planner sets it; None: topics are not checked)
         self.topics_ready: Callable[[ev.TriggerDefinition], str | None] | None = None
@@ -201,7 +237,7 @@ class Decider:
         out = self.commands.handle(
             index.partition, entry.definition, command, now, entry.schedule, applied.sequence
         )
-        out.append(self.state_output(index.partition, entry, now))
+        out.append(self.state_output(index.partition, entry, now, index.flights.get(key)))
         return out
 
     def _refuse(
@@ -277,7 +313,7 @@ class Decider:
         out: list[Emit] = []
         was = entry.definition.state
         if was is ev.DefinitionState.LIVE:
-            out += self.decide_entry(index.partition, key, entry, now, now)  # old version first
+            out += self.decide_entry(index, key, entry, now, now)  # old version first
         if d is not entry.definition:
             entry.definition = self.shared.index_copy(d)
             entry.spec, entry.schedule = self.shared.compiled(d)
@@ -315,14 +351,17 @@ class Decider:
                 )
             )
             entry.paused_since = None
-            out += self.decide_entry(index.partition, key, entry, now, now, resumed=True)
+            out += self.decide_entry(index, key, entry, now, now, resumed=True)
         elif state is ev.DefinitionState.DELETED:
             entry.paused_since = None
         if was is ev.DefinitionState.DELETED and state is not ev.DefinitionState.DELETED:
             entry.last_decided = int(now)  # re-created: starts afresh, like a new trigger
         self._reschedule(key, entry)
+        flight = index.flights.get(key)
+        if flight is not None:
+            self._hold_due(entry, flight)
         index.put(key, entry)
-        out.append(self.state_output(index.partition, entry, now))
+        out.append(self.state_output(index.partition, entry, now, flight))
         return out
 
     def _reschedule(self, key: str, entry: TriggerEntry) -> None:
@@ -350,14 +389,20 @@ class Decider:
     # --- deciding -----------------------------------------------------------------------
     def decide_due(self, index: DueIndex, until: float, now: float, limit: int) -> list[Emit]:
         out: list[Emit] = []
-        tenants = index.tenants
+        tenants, flights = index.tenants, index.flights
         for key, entry in list(index.pop_due(until, limit)):
+            flight = flights.get(key) if flights else None
+            if flight is not None:  # a fire in flight: its deadline may have passed
+                out += self._expire(index, key, entry, flight, until, now)
             if tenants and self._suspended(index, entry):
                 out += self.decide_suspended(index.partition, key, entry, until, now)
             else:
-                out += self.decide_entry(index.partition, key, entry, until, now)
+                out += self.decide_entry(index, key, entry, until, now)
+            flight = flights.get(key) if flights else None
+            if flight is not None:
+                self._hold_due(entry, flight)
             index.put(key, entry)
-            out.append(self.state_output(index.partition, entry, now))
+            out.append(self.state_output(index.partition, entry, now, flight))
         return out
 
     @staticmethod
@@ -399,7 +444,7 @@ class Decider:
 
     def decide_entry(
         self,
-        partition: int,
+        index: DueIndex,
         key: str,
         entry: TriggerEntry,
         until: float,
@@ -407,6 +452,7 @@ class Decider:
         resumed: bool = False,
     ) -> list[Emit]:
         """Decide ``(last_decided, until]`` for a live trigger and move its cursor."""
+        partition = index.partition
         d = entry.definition
         last = entry.last_decided
         if d.state is not ev.DefinitionState.LIVE or last is None or int(until) <= last:
@@ -428,9 +474,15 @@ class Decider:
         entry.fired += len(outcome.fires)
         tz = entry.schedule.tzdata
         out: list[Emit] = []
+        tracked = entry.spec.overlap is not _ALLOW or (index.flights and key in index.flights)
         for fire in outcome.fires:
             lane = ev.Lane.CATCH_UP if fire.catch_up else ev.Lane.ON_TIME
             following = entry.schedule.next_after(fire.scheduled)
+            if tracked:
+                out += self._overlap_fire(
+                    index, key, entry, fire.scheduled, fire.jitter_ms, lane, following, now
+                )
+                continue
             out += fire_outputs(
                 self.router,
                 d,
@@ -476,6 +528,225 @@ class Decider:
         self._reschedule(key, entry)
         return self._completed(out, partition, entry, had_next, now)
 
+    # --- overlap ------------------------------------------------------------------------
+    def on_outcome_record(self, index: DueIndex, msg: InputRecord, now: float) -> list[Emit]:
+        """An outcome record of ``index``'s partition. When it is the outcome of a trigger's
+        running fire, that fire has ended: a buffered fire is released (its order emitted) and
+        the state committed; any other outcome costs one dict lookup by its key, undecoded."""
+        running = index.running
+        if not running:
+            return []
+        raw = msg.key() or b""
+        key = running.get(raw)
+        if key is None:
+            return []
+        entry, flight = index.entries.get(key), index.flights.get(key)
+        if entry is None or flight is None or (flight.running or "").encode() != raw:
+            del running[raw]
+            return []
+        before = entry.due_ts
+        out = self._ended(index, key, entry, flight, now, "its outcome was read")
+        flight = index.flights.get(key)
+        if flight is not None:
+            self._hold_due(entry, flight)
+        if entry.due_ts is not None and entry.due_ts != before:
+            index.put(key, entry)
+        out.append(self.state_output(index.partition, entry, now, flight))
+        return out
+
+    def _overlap_fire(
+        self,
+        index: DueIndex,
+        key: str,
+        entry: TriggerEntry,
+        scheduled: int,
+        jitter_ms: int,
+        lane: ev.Lane,
+        following: int | None,
+        now: float,
+    ) -> list[Emit]:
+        """One scheduled fire of a trigger whose overlap policy is not ``allow`` (or that has a
+        fire in flight): started, skipped, buffered, or started replacing the fires in flight
+        (:func:`~horae.domain.overlap.decide_overlap`)."""
+        d = entry.definition
+        out: list[Emit] = []
+        flight = index.flights.get(key)
+        if flight is not None:
+            out += self._expire(index, key, entry, flight, now, now)
+            flight = index.flights.get(key)
+        policy = entry.spec.overlap if d.target.kind is _WEBHOOK else _ALLOW
+        in_flight: list[InFlight] = []
+        if flight is not None and flight.running is not None:
+            in_flight.append(InFlight(flight.running, _instant(flight.running)))
+        if flight is not None and flight.buffered is not None:
+            in_flight.append(InFlight(flight.buffered, _instant(flight.buffered), True))
+        decision = decide_overlap(policy, in_flight)
+        fire_key = canonical_text(d.tenant, d.trigger_id, scheduled, 0, ev.Origin.SCHEDULED)
+        tz = entry.schedule.tzdata
+        if decision.action is OverlapAction.START:
+            for old in decision.cancel:
+                assert flight is not None
+                out += self._replace(index, key, entry, flight, old, fire_key, now)
+            out += fire_outputs(
+                self.router, d, index.partition, scheduled=scheduled,
+                origin=ev.Origin.SCHEDULED, lane=lane, now=now, jitter_ms=jitter_ms, tzdata=tz,
+                next_instant=following,
+            )  # fmt: skip
+            if policy is not _ALLOW:
+                self._run(index, key, entry, fire_key, lane, following)
+            return out
+        assert flight is not None and flight.running is not None
+        if decision.action is OverlapAction.BUFFER:
+            flight.buffered, flight.buffered_lane = fire_key, lane
+            return out
+        entry.fired -= 1  # not fired after all (Recurrence.count counts fires)
+        skipped = fire_outputs(
+            self.router, d, index.partition, scheduled=scheduled, origin=ev.Origin.SCHEDULED,
+            lane=None, now=now, jitter_ms=jitter_ms, cause=decision.cause,
+            detail=f"fire {flight.running} still running", tzdata=tz,
+        )  # fmt: skip
+        record = skipped[0].event
+        assert isinstance(record, ev.FireRecord)
+        skipped.append(
+            fire_event(self.router, d, index.partition, record, ev.ScheduleEventType.SKIPPED)
+        )
+        return out + skipped
+
+    def _run(
+        self,
+        index: DueIndex,
+        key: str,
+        entry: TriggerEntry,
+        fire_key: str,
+        lane: ev.Lane,
+        following: int | None,
+    ) -> None:
+        """``fire_key``'s order was just emitted: it runs until its outcome is read, at most
+        until its deadline (the next instant: no retry starts later) plus
+        ``overlap_attempt_s`` (an attempt started just before it may last that long). A fire
+        with no next instant has nothing to overlap with: it is not tracked."""
+        flight = index.flights.get(key)
+        if following is None:
+            if flight is not None:
+                self._tidy(index, key, flight)
+            return
+        if flight is None:
+            flight = index.flights[key] = Flight()
+        flight.running, flight.running_lane = fire_key, lane
+        flight.running_until = following + self.overlap_attempt_s
+        index.running[fire_key.encode()] = key
+
+    def _replace(
+        self,
+        index: DueIndex,
+        key: str,
+        entry: TriggerEntry,
+        flight: Flight,
+        old: str,
+        new: str,
+        now: float,
+    ) -> list[Emit]:
+        """The fire ``old`` in flight is replaced by ``new``: recorded ``replaced``; a running
+        one gets a cancel marker on its lane, a buffered one was never ordered."""
+        lane: ev.Lane | None
+        if old == flight.buffered:
+            lane, jitter_lane = None, flight.buffered_lane
+            flight.buffered = flight.buffered_lane = None
+            entry.fired -= 1
+        else:
+            lane = jitter_lane = flight.running_lane
+            self._end_running(index, flight)
+        scheduled = _instant(old)
+        jitter = self._jitter_ms(key, entry, scheduled) if jitter_lane is _ON_TIME else 0
+        return replaced_outputs(
+            self.router, entry.definition, index.partition, scheduled=scheduled, lane=lane,
+            now=now, jitter_ms=jitter, detail=f"replaced by {new}", tzdata=entry.schedule.tzdata,
+        )  # fmt: skip
+
+    def _expire(
+        self,
+        index: DueIndex,
+        key: str,
+        entry: TriggerEntry,
+        flight: Flight,
+        at: float,
+        now: float,
+    ) -> list[Emit]:
+        """End the running fire if its ``running_until`` is at or before ``at``."""
+        until = flight.running_until
+        if flight.running is None or until is None or until > at:
+            return []
+        why = f"its deadline {utc_datetime(until).isoformat()} passed"
+        return self._ended(index, key, entry, flight, now, why)
+
+    def _ended(
+        self, index: DueIndex, key: str, entry: TriggerEntry, flight: Flight, now: float, why: str
+    ) -> list[Emit]:
+        """The running fire has ended (``why``): the buffered fire, if any, is released."""
+        ended = flight.running
+        self._end_running(index, flight)
+        out: list[Emit] = []
+        fire_key, lane = flight.buffered, flight.buffered_lane or _ON_TIME
+        if fire_key is not None:
+            flight.buffered = flight.buffered_lane = None
+            d = entry.definition
+            scheduled = _instant(fire_key)
+            following = entry.schedule.next_after(scheduled)
+            out = fire_outputs(
+                self.router, d, index.partition, scheduled=scheduled,
+                origin=ev.Origin.SCHEDULED, lane=lane, now=now,
+                jitter_ms=self._jitter_ms(key, entry, scheduled) if lane is _ON_TIME else 0,
+                cause=CAUSE_BUFFERED, detail=f"held until {ended} ended: {why}",
+                tzdata=entry.schedule.tzdata, next_instant=following,
+            )  # fmt: skip
+            if entry.spec.overlap is not _ALLOW and d.target.kind is _WEBHOOK:
+                self._run(index, key, entry, fire_key, lane, following)
+        self._tidy(index, key, flight)
+        self._reschedule(key, entry)  # its due time may have been held early (_hold_due)
+        return out
+
+    @staticmethod
+    def _end_running(index: DueIndex, flight: Flight) -> None:
+        if flight.running is not None:
+            index.running.pop(flight.running.encode(), None)
+        flight.running = flight.running_lane = flight.running_until = None
+
+    @staticmethod
+    def _tidy(index: DueIndex, key: str, flight: Flight) -> None:
+        if flight.running is None and flight.buffered is None:
+            index.flights.pop(key, None)
+
+    @staticmethod
+    def _hold_due(entry: TriggerEntry, flight: Flight) -> None:
+        """A buffered fire is due when the running one's deadline passes, if that is sooner."""
+        until = flight.running_until
+        if (
+            flight.buffered is not None
+            and until is not None
+            and (entry.due_ts is None or until < entry.due_ts)
+        ):
+            entry.due_ts = until
+
+    def restore_flight(
+        self, index: DueIndex, key: str, entry: TriggerEntry, state: ev.PlannerState
+    ) -> None:
+        """The fires in flight a trigger's last committed state records, back in ``index``
+        (before ``entry`` is put)."""
+        if state.running_fire_key is None and state.buffered_fire_key is None:
+            return
+        until = state.running_until
+        flight = Flight(
+            state.running_fire_key,
+            state.running_lane,
+            None if until is None else until.timestamp(),
+            state.buffered_fire_key,
+            state.buffered_lane,
+        )
+        index.flights[key] = flight
+        if flight.running is not None:
+            index.running[flight.running.encode()] = key
+        self._hold_due(entry, flight)
+
     def _completed(
         self, out: list[Emit], partition: int, entry: TriggerEntry, had_next: bool, now: float
     ) -> list[Emit]:
@@ -498,8 +769,12 @@ class Decider:
         return out
 
     # --- durable state ------------------------------------------------------------------
-    def state_output(self, partition: int, entry: TriggerEntry, now: float) -> Emit:
+    def state_output(
+        self, partition: int, entry: TriggerEntry, now: float, flight: Flight | None = None
+    ) -> Emit:
         d = entry.definition
+        if flight is not None:
+            return self.router.emit(self._state(entry, now, flight), partition)
         state = ev.PlannerState(
             tenant=d.tenant,
             trigger_id=d.trigger_id,
@@ -514,6 +789,28 @@ class Decider:
             tzdata_version=entry.schedule.tzdata,
         )
         return self.router.emit(state, partition)
+
+    @staticmethod
+    def _state(entry: TriggerEntry, now: float, flight: Flight) -> ev.PlannerState:
+        """The state record of a trigger with fires in flight."""
+        d, until = entry.definition, flight.running_until
+        return ev.PlannerState(
+            tenant=d.tenant,
+            trigger_id=d.trigger_id,
+            trigger_version=d.version,
+            state=d.state,
+            updated_at=utc_datetime(now),
+            next_instant=None if entry.next_instant is None else utc_datetime(entry.next_instant),
+            last_decided=None if entry.last_decided is None else utc_datetime(entry.last_decided),
+            paused_since=None if entry.paused_since is None else utc_datetime(entry.paused_since),
+            applied_commands=entry.applied,
+            fired=entry.fired,
+            running_fire_key=flight.running,
+            running_until=None if until is None else utc_datetime(until),
+            running_lane=flight.running_lane,
+            buffered_fire_key=flight.buffered,
+            buffered_lane=flight.buffered_lane,
+        )
 
     def tenant_state_output(
         self, partition: int, tenant: str, entry: TenantEntry, now: float
@@ -592,6 +889,11 @@ class Decider:
             schedule_event(self.router, d, partition, kind, now, cause, tzdata=current),
             self.state_output(partition, entry, now),
         ]
+
+
+def _instant(fire_key: str) -> int:
+    """The scheduled instant of a fire key (epoch s)."""
+    return FireKey.parse(fire_key).scheduled
 
 
 def _first_fires(outcome: MisfireOutcome, n: int) -> MisfireOutcome:

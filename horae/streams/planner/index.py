@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from horae.contracts.events import AppliedCommand, TriggerDefinition
+from horae.contracts.events import AppliedCommand, Lane, TriggerDefinition
 from horae.domain.schedule import Schedule
 from horae.domain.trigger import TriggerSpec
 from horae.ports import Emit
@@ -34,6 +34,20 @@ class TriggerEntry:
 
 
 @dataclass(slots=True)
+class Flight:
+    """A trigger's scheduled fires in flight, for its overlap policy (mirrors ``PlannerState``'s
+    ``running_*`` and ``buffered_*``): the running fire (its order emitted, no outcome read yet)
+    counts as running until ``running_until`` at the latest; the buffered fire's order is not
+    emitted yet."""
+
+    running: str | None = None  # fire key
+    running_lane: Lane | None = None
+    running_until: float | None = None  # epoch s
+    buffered: str | None = None  # fire key
+    buffered_lane: Lane | None = None
+
+
+@dataclass(slots=True)
 class TenantEntry:
     """What a partition holds per tenant that received a tenant-wide command (mirrors the
     ``PlannerState`` keyed ``<tenant>/*``)."""
@@ -51,6 +65,10 @@ class DueIndex:
         self.tenants: dict[str, TenantEntry] = {}  # tenants with a tenant-wide command
         #: records the rebuild owes the log (an undecodable state's cause), committed next
         self.pending: list[Emit] = []
+        #: triggers with a fire in flight (overlap policies other than ``allow`` only)
+        self.flights: dict[str, Flight] = {}
+        #: the running fires' keys (UTF-8, as outcome records are keyed) -> their trigger key
+        self.running: dict[bytes, str] = {}
         self._heap: list[tuple[float, str]] = []
 
     def __len__(self) -> int:

@@ -136,6 +136,8 @@ def rebuild_partition(
             latest[key] = definition
         elif definition.version == planner_state.trigger_version:  # the latest accepted version
             entry = decider.restore(definition, planner_state, now)
+            if planner_state.running_fire_key or planner_state.buffered_fire_key:  # overlap
+                decider.restore_flight(index, key, entry, planner_state)
             index.put(key, entry)
             index.pending += decider.tzdata_change(partition, entry, planner_state, now)
     for key, (msg, why) in undecodable.items():

@@ -8,6 +8,11 @@ Per loop iteration (about every ``tick_s``, sooner when an earlier instant becom
    updates, accepted definitions, dispatch orders, schedule events, audit, quarantine) and the
    consumed offsets with the group metadata (KIP-447: a fenced or stale member cannot commit).
 
+It also consumes ``outcomes`` (partition *p* of each definitions partition *p* it owns: range
+assignment, co-partitioned topics) to learn when a tracked fire ended (overlap, see
+:mod:`~horae.streams.planner.decide`); an outcome record that changes nothing is committed with
+the next transaction, at the latest about ``tick_s`` later.
+
 State lives in Kafka only: on assignment (and after any aborted transaction) each owned partition's
 index is rebuilt from the compacted planner-state changelog and the accepted definitions (both
 written in the transactions that commit the input offsets), so restart, rebalance and failover
@@ -76,6 +81,7 @@ class PlannerConfig:
     grants: Grants | None = None  # key roles, tenant ceilings, secret refs (None: defaults)
     min_interval_s: int = 60  # platform limit on how often a trigger may fire
     command_max_ttl_s: int = 3600  # farthest a command's expires_at may lie after it is read
+    overlap_attempt_s: float = 30.0  # a running fire with no outcome counts until deadline + this
 
 
 class Planner:
@@ -111,6 +117,7 @@ class Planner:
             command_max_ttl_s=config.command_max_ttl_s,
             grants=config.grants,
             shared=SharedValues(zones=zones),
+            overlap_attempt_s=config.overlap_attempt_s,
         )
         self.metrics.watch_sharing(self.decider.shared)
         self.gc = gc or KeepGc()  # the planner process passes FreezeAfterRebuild
@@ -138,11 +145,16 @@ class Planner:
         broker = broker_clock or KafkaBrokerClock(config.bootstrap, clock_topic(config.prefix))
         self.gate = ClockGate(broker, clock, config.max_skew_s)
         self._subscribed = False
+        self._owed_since: float | None = None  # outcome positions not committed since then
 
     # --- group membership ----------------------------------------------------------------
     def _subscribe(self) -> None:
         self.txn.subscribe(
-            [self._topics[Topic.DEFINITIONS], self._topics[Topic.COMMANDS]],
+            [
+                self._topics[Topic.DEFINITIONS],
+                self._topics[Topic.COMMANDS],
+                self._topics[Topic.OUTCOMES],
+            ],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
         )
@@ -169,7 +181,8 @@ class Planner:
         )
 
     def _on_revoke(self, partitions: Sequence[TopicPartitionKey]) -> None:
-        # every batch is committed before the next poll, so nothing is pending here
+        # every batch is committed before the next poll, so nothing is pending here but the
+        # positions of outcome records that changed nothing: read again by the next owner
         for _, p in partitions:
             self.indexes.pop(p, None)
         self.metrics.partitions_owned.set(len(self.indexes))
@@ -231,7 +244,7 @@ class Planner:
             outputs.extend(
                 self.decider.decide_due(index, decide_until, now, self.config.batch_limit)
             )
-        if records or outputs:
+        if outputs or self._owes_commit(records):
             self._commit(outputs, now)
         earliest = [d for i in self.indexes.values() if (d := i.earliest_due()) is not None]
         self.metrics.oldest_due_age.set(max(0.0, now - min(earliest)) if earliest else 0.0)
@@ -247,11 +260,27 @@ class Planner:
         index = self.indexes.get(record.partition() or 0)
         if index is None:
             return []
-        if record.topic() == self._topics[Topic.DEFINITIONS]:
+        topic = record.topic()
+        if topic == self._topics[Topic.DEFINITIONS]:
             return self.decider.on_definition_record(index, record, now)
+        if topic == self._topics[Topic.OUTCOMES]:
+            return self.decider.on_outcome_record(index, record, now)
         return self.decider.on_command_record(index, record, now)
 
+    def _owes_commit(self, records: Sequence[InputRecord]) -> bool:
+        """Whether positions moved by records that produced nothing must be committed now: yes
+        for definitions and commands; outcome records (most are outcomes of fires nobody tracks)
+        wait for the next transaction, at most about ``tick_s``."""
+        outcomes = self._topics[Topic.OUTCOMES]
+        if any(r.topic() != outcomes for r in records):
+            return True
+        if records and self._owed_since is None:
+            self._owed_since = self.clock.monotonic()
+        since = self._owed_since
+        return since is not None and self.clock.monotonic() - since >= self.config.tick_s
+
     def _commit(self, outputs: Sequence[Emit], now: float) -> None:
+        self._owed_since = None
         try:
             self.txn.commit(outputs, self.txn.positions())
         except TransactionFailed as exc:

@@ -183,3 +183,100 @@ def test_attempts_before_their_fire_make_a_placeholder(
     ).fetchone()
     assert row == ("succeeded", "fired", 250.0, True)
     assert db.execute(f'SELECT count(*) FROM "{schema}".fire_duplicates').fetchone() == (0,)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_overlap_rows_project_skipped_replaced_and_cancelled(
+    store: ProjectionStore, db: Any, schema: str, split: bool
+) -> None:
+    """An overlap skip is a decision like any; a ``replaced`` record moves the fired row's state
+    (no duplicate), in the same batch or a later one; a ``cancelled`` outcome shows as status."""
+    log = Log()
+    first = make_fire("acme", "job", START)
+    skipped = make_fire(
+        "acme", "job", START + timedelta(minutes=1), ev.FireState.SKIPPED, cause="skipped: overlap"
+    )
+    replaced = dataclasses.replace(
+        first,
+        state=ev.FireState.REPLACED,
+        lane=None,
+        cause="cancelled: replaced",
+        cause_detail="replaced by the next",
+        decided_at=first.decided_at + timedelta(minutes=2),
+    )
+    cancelled = ev.WorkOutcome(
+        fire_key=first.fire_key,
+        key_hash=first.key_hash,
+        tenant="acme",
+        trigger_id="job",
+        state=ev.OutcomeState.CANCELLED,
+        attempts=0,
+        decided_at=replaced.decided_at,
+        error="cancelled: replaced",
+    )
+    recs = [log.append(ROUTER.emit(e, 0)) for e in (first, skipped, replaced)]
+    batches = [recs[:2], recs[2:]] if split else [recs]
+    for b in batches:
+        result = store.apply(batch_of(b), STAGE_TOPICS)
+        assert (result.duplicates_different, result.duplicates_identical) == (0, 0)
+    store.apply(batch_of(recs), STAGE_TOPICS)  # a replay changes nothing
+    rows = db.execute(
+        f'SELECT scheduled_at, state, status, cause, decided_at FROM "{schema}".fires ORDER BY 1'
+    ).fetchall()
+    assert [r[1:4] for r in rows] == [
+        ("replaced", "replaced", "cancelled: replaced"),
+        ("skipped", "skipped", "skipped: overlap"),
+    ]
+    assert rows[0][4] == first.decided_at, "the decision's time stays"
+    store.apply(batch_of([log.append(ROUTER.emit(cancelled, 0))]), STAGE_TOPICS)
+    status = db.execute(
+        f'SELECT status, outcome FROM "{schema}".fires WHERE fire_key = %s', (first.fire_key,)
+    ).fetchone()
+    assert status == ("cancelled", "cancelled")
+    assert db.execute(f'SELECT count(*) FROM "{schema}".fire_duplicates').fetchone() == (0,)
+
+
+def test_the_planners_overlap_records_project(store: ProjectionStore, db: Any, schema: str) -> None:
+    """What the planner (in memory, virtual clock) writes for ``skip`` and ``replace``, and the
+    dispatcher's ``cancelled`` conclusion, through the store: the rows the history reads."""
+    from horae.contracts.codec import decode
+    from horae.streams.dispatcher.conclude import cancelled
+    from horae.streams.dispatcher.records import OrderHeaders
+    from tests.unit.planner.builders import definition
+    from tests.unit.planner.rig import make_rig
+
+    rig = make_rig()
+    for trigger_id, overlap in (("skipper", ev.Overlap.SKIP), ("replacer", ev.Overlap.REPLACE)):
+        policies = ev.Policies(overlap=overlap)
+        rig.put(definition(trigger_id, "* * * * *", policies=policies))
+    rig.step()
+    rig.step(60)
+    rig.step(60)  # the second instant of each: skipped, and replacing the first
+    log = Log()
+    recs = []
+    for topic in (Topic.FIRES, Topic.SCHEDULE_EVENTS):
+        for r in rig.log.records(rig.name(topic)):
+            recs.append(log.append(ROUTER.emit(decode(r.value() or b""), 0)))
+    [replaced] = [o for o in rig.read(Topic.LANE_ON_TIME, ev.DispatchOrder) if o.cancel]
+    [first] = [
+        o
+        for o in rig.read(Topic.LANE_ON_TIME, ev.DispatchOrder)
+        if o.fire.fire_key == replaced.fire.fire_key and not o.cancel
+    ]
+    concluded = cancelled(first, OrderHeaders(), replaced.cancel or "", ROUTER, 0, 0)
+    recs += [log.append(e) for e in concluded.emits]
+    result = store.apply(batch_of(recs), STAGE_TOPICS)
+    assert (result.duplicates_different, result.duplicates_identical) == (0, 0)
+    rows = db.execute(
+        f'SELECT trigger_id, state, status, cause FROM "{schema}".fires ORDER BY 1, scheduled_at'
+    ).fetchall()
+    assert rows == [
+        ("replacer", "replaced", "cancelled", "cancelled: replaced"),
+        ("replacer", "fired", "fired", None),
+        ("skipper", "fired", "fired", None),
+        ("skipper", "skipped", "skipped", "skipped: overlap"),
+    ]
+    events = db.execute(
+        f'SELECT type, fire_key IS NOT NULL FROM "{schema}".schedule_events ORDER BY 1'
+    ).fetchall()
+    assert events == [("schedule.replaced", True), ("schedule.skipped", True)]

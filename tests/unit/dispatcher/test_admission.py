@@ -186,3 +186,17 @@ def test_limits_come_from_the_tenant_grant_in_the_settings() -> None:
     config = DispatcherConfig.from_settings(settings, "127.0.0.1:1")
     assert config.limits("acme") == TenantLimits(rate=20, inflight=3, catchup_share=0.5)
     assert config.limits("other") == TenantLimits(rate=10.0, inflight=64, catchup_share=0.2)
+
+
+def test_take_removes_the_held_orders_it_names_and_nothing_in_flight() -> None:
+    a = admission()
+    a.add("sent", "t", ON, not_before=0.0, now=0.0)
+    assert drain(a, 0.0) == [("sent", Tier.ON_TIME)]  # in flight now
+    a.add("ready", "t", ON, not_before=0.0, now=0.0)
+    a.add("waiting", "t", CU, not_before=50.0, now=0.0)
+    a.add("other", "u", ON, not_before=0.0, now=0.0)
+    names = {"sent", "ready", "waiting", "other"}
+    assert sorted(a.take(lambda x: x in names - {"other"}, "t")) == ["ready", "waiting"]
+    assert len(a) == 1 and a.held[CU] == 0
+    assert a.take(lambda x: x == "sent") == []
+    assert [x for x, _ in drain(a, 100.0)] == ["other"]

@@ -12,7 +12,7 @@ from horae.contracts.topics import Topic
 from horae.domain.keys import FireKey
 from horae.outbound.results import AttemptResult, SendResult
 from horae.streams.dispatcher.breaker import Breaker
-from horae.streams.dispatcher.conclude import H_DLQ_CAUSE, Conclusion, Sent, conclude
+from horae.streams.dispatcher.conclude import H_DLQ_CAUSE, Conclusion, Sent, cancelled, conclude
 from horae.streams.dispatcher.records import OrderHeaders, Verdict
 from horae.streams.dispatcher.redrive import DlqEntry, redrive_order
 from tests.unit.dispatcher.builders import fire_record
@@ -167,3 +167,22 @@ def test_breaker_counts_consecutive_failed_fires_only() -> None:
     assert b.observe("k", Verdict.FAILED) == 3
     assert b.observe("k", Verdict.FAILED) is None  # starts again after a trip
     assert Breaker(0).observe("k", Verdict.FAILED) is None
+
+
+def test_a_cancelled_order_has_only_its_outcome_and_leaves_the_breaker_alone() -> None:
+    c = cancelled(order(), OrderHeaders(), "cancelled: replaced", ROUTER, PARTITION, T0 * 1000)
+    assert c.verdict is Verdict.CANCELLED
+    assert topics(c) == names(Topic.OUTCOMES), "no attempt: nothing was sent"
+    outcome = c.emits[0].event
+    assert isinstance(outcome, ev.WorkOutcome) and c.emits[0].partition == PARTITION
+    assert (outcome.fire_key, outcome.state, outcome.attempts, outcome.error) == (
+        KEY.canonical(),
+        ev.OutcomeState.CANCELLED,
+        0,
+        "cancelled: replaced",
+    )
+    assert decode(c.emits[0].value or b"") == outcome
+    b = Breaker(2)
+    assert b.observe("k", Verdict.FAILED) is None
+    assert b.observe("k", Verdict.CANCELLED) is None  # neither a failure nor a success
+    assert b.observe("k", Verdict.FAILED) == 2

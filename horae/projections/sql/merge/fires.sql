@@ -2,7 +2,8 @@
 -- as a placeholder (attempts/outcomes seen first, decided_at NULL) takes the decision.
 -- Every other staged record under a key that has a decision is a second record under that key:
 -- it is never applied, but kept in fire_duplicates (once per record coordinates) and returned
--- for the metric, ``identical`` telling a re-sent decision from a different one. A replay of the
+-- for the metric, ``identical`` telling a re-sent decision from a different one — except a
+-- ``replaced`` record, a state transition that merge/fires_replaced applies. A replay of the
 -- applied record itself has its coordinates and is a no-op. Only the records that were not
 -- applied are looked up again, so the cost does not grow with the size of the fires table.
 WITH applied AS (
@@ -35,7 +36,7 @@ WITH applied AS (
 ), rest AS (
     SELECT s.*
     FROM stage_fires s
-    WHERE NOT EXISTS (
+    WHERE s.state <> 'replaced' AND NOT EXISTS (
         SELECT 1 FROM applied a
         WHERE a.fire_key = s.fire_key AND a.src_partition = s.src_partition
             AND a.src_offset = s.src_offset
