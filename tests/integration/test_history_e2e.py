@@ -1,7 +1,8 @@
 """One trigger's story from the real planner through the real dispatcher and projector to the
 history queries, on the running dev stack and one virtual clock: a fired instant with its
-attempts and its callback's outcome, a jittered one, a paused stretch, expired instants, a
-manual run and a backfill — each with its cause and tzdata version.
+attempts and its callback's outcome, a jittered one, a paused stretch, expired instants, an
+overlap skip (after an amendment), a manual run and a backfill — each with its cause and tzdata
+version.
 
 The story is told in :data:`CHAPTERS`, in order: each chapter acts (moves the virtual clock,
 sends commands, answers calls) until the history shows its effect, and returns the check of what
@@ -16,7 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -65,6 +66,8 @@ class Story:
     receiver: Receiver
     queries: HistoryQueries
     callback_port: int
+    policies: ev.Policies
+    target: ev.Target
     flaky: list[bool] = field(default_factory=lambda: [False])  # answer 503 to a first call
 
     def instant(self, n: int) -> int:
@@ -108,7 +111,11 @@ class Story:
                 return None
             return detail
 
-        return wait_until(done, 30, 0.1, f"an outcome of {source} for {key}")
+        detail = wait_until(done, 30, 0.1, f"an outcome of {source} for {key}")
+        assert detail is not None
+        # the planner has read it too (an overlap trigger's next instant depends on it)
+        wait_until(lambda: consumed(self.env, Topic.OUTCOMES), 30, 0.1, "outcomes consumed")
+        return detail
 
     def callback(self, token: str, body: dict[str, str]) -> int:
         request = urllib.request.Request(
@@ -216,7 +223,7 @@ def paused_stretch(s: Story) -> Check:
         assert paused["cause"] == "paused" and resumed["cause"].startswith("paused: from ")
         skipped = [
             e for e in s.event(ev.ScheduleEventType.SKIPPED)
-            if s.instant(3) == int(datetime.fromisoformat(
+            if " from " in e["cause"] and s.instant(3) == int(datetime.fromisoformat(
                 e["cause"].split(" from ")[1].split(" to ")[0]).timestamp())
         ]  # fmt: skip
         assert skipped, s.event(ev.ScheduleEventType.SKIPPED)
@@ -252,6 +259,37 @@ def expired(s: Story) -> Check:
         assert seven.fire["tzdata_version"] == TZ
         eight = s.fire(scheduled_key(s.instant(8)))
         assert eight is not None and eight.fire["lane"] == "catch_up"
+
+    return check
+
+
+def overlap_skip(s: Story) -> Check:
+    """Amended to version 2 (overlap ``skip``, no jitter): instant 9's call is still running when
+    instant 10 is due, so instant 10 is recorded ``skipped: overlap`` and never sent."""
+    policies = replace(s.policies, jitter_s=0, overlap=ev.Overlap.SKIP)
+    s.env.put(definition(TRIGGER, "0 * * * *", version=2, policies=policies, target=s.target))
+    wait_until(lambda: consumed(s.env, Topic.DEFINITIONS), 30, 0.1, "version 2 applied")
+    nine, ten = scheduled_key(s.instant(9)), scheduled_key(s.instant(10))
+    s.receiver.delay_s = 4.0  # real seconds: the call outlasts the next decision
+    s.set_clock(s.instant(9) + 20)
+    wait_until(lambda: s.receiver.active, 30, 0.05, "instant 9's call in progress")
+    s.set_clock(s.instant(10) + 20)  # before instant 9's deadline (10) + the attempt's 30 s
+    wait_until(lambda: s.fire(ten), 30, 0.1, "instant 10 decided")
+    s.receiver.delay_s = 0.0
+    s.settled(nine)
+
+    def check() -> None:
+        detail = s.fire(ten)
+        assert detail is not None
+        f = detail.fire
+        assert (f["state"], f["cause"], f["lane"]) == ("skipped", "skipped: overlap", None)
+        assert f["tzdata_version"] == TZ and detail.attempts == []
+        assert not [h for h in s.receiver.hits if h.key == ten], "an overlap skip is never sent"
+        [event] = [e for e in s.event(ev.ScheduleEventType.SKIPPED) if e["fire_key"] == ten]
+        assert event["cause"] == "skipped: overlap"
+        running = s.fire(nine)
+        assert running is not None and running.fire["status"] == "succeeded"
+        assert running.fire["trigger_version"] == 2
 
     return check
 
@@ -308,6 +346,7 @@ CHAPTERS: tuple[Callable[[Story], Check], ...] = (
     jittered,
     paused_stretch,
     expired,
+    overlap_skip,
     manual_run,
     backfill,
 )
@@ -384,7 +423,7 @@ def test_one_triggers_history_end_to_end(
             assert dispatcher.callback_bound
             story = Story(
                 planner_env, virtual, hour, receiver, HistoryQueries(conn, schema),
-                dispatcher.callback_bound, flaky,
+                dispatcher.callback_bound, policies, target, flaky,
             )  # fmt: skip
             checks = [chapter(story) for chapter in CHAPTERS]
             for check in checks:
