@@ -219,9 +219,17 @@ class HttpSender(Protocol):
     body, deadline). Never raises for a failed attempt: the result says how it ended."""
 
     async def send(
-        self, url: str, body: bytes, headers: Mapping[str, str], *, method: str = "POST"
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        method: str = "POST",
+        timeout_s: float | None = None,
     ) -> AttemptResult:
-        """One signed request (``headers`` already carry the signature) to ``url``."""
+        """One signed request (``headers`` already carry the signature) to ``url``; the whole
+        attempt ends within ``timeout_s`` (when given) or the sender's own deadline, whichever
+        is lower, and then says it timed out."""
 
 
 class Clock(Protocol):

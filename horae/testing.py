@@ -283,6 +283,7 @@ class SentRequest:
     body: bytes
     headers: dict[str, str]
     method: str
+    timeout_s: float | None = None
 
 
 @dataclass
@@ -296,9 +297,15 @@ class RecordingSender:
     sent: list[SentRequest] = field(default_factory=list)
 
     async def send(
-        self, url: str, body: bytes, headers: Mapping[str, str], *, method: str = "POST"
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        method: str = "POST",
+        timeout_s: float | None = None,
     ) -> AttemptResult:
-        self.sent.append(SentRequest(url, body, dict(headers), method))
+        self.sent.append(SentRequest(url, body, dict(headers), method, timeout_s))
         return self.results.pop(0) if len(self.results) > 1 else self.results[0]
 
 

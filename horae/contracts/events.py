@@ -201,7 +201,7 @@ class Target:
     headers: Mapping[str, str] = field(default_factory=dict)
     topic: str | None = None
     secret_refs: tuple[str, ...] = ()  # signing secrets, current first (rotation)
-    timeout_ms: int = 10_000  # not applied yet: HORAE_DISPATCHER_DEADLINE_S bounds each attempt
+    timeout_ms: int = 10_000  # bounds each attempt (and HORAE_DISPATCHER_DEADLINE_S, if lower)
     body: str = "envelope"  # since v3: "envelope" | "raw"
 
 

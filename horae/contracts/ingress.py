@@ -48,6 +48,8 @@ FORBIDDEN_HEADERS = frozenset(
 )
 FORBIDDEN_HEADER_PREFIXES = ("webhook-", "horae-", "x-horae-")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
+#: bounds of ``Target.timeout_ms`` (the dispatcher's own deadline may cut an attempt shorter)
+MIN_TIMEOUT_MS, MAX_TIMEOUT_MS = 100, 300_000
 
 
 def forbidden_header(name: str) -> bool:
@@ -119,6 +121,10 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
         raise ValidationError("target.topic", t.topic, "an event target needs a topic")
     if t.kind is ev.TargetKind.EVENT and (problem := event_topic_problem(d.tenant, t.topic or "")):
         raise ValidationError("target.topic", t.topic, problem)
+    if not MIN_TIMEOUT_MS <= t.timeout_ms <= MAX_TIMEOUT_MS:
+        raise ValidationError(
+            "target.timeout_ms", t.timeout_ms, f"expected {MIN_TIMEOUT_MS}..{MAX_TIMEOUT_MS} ms"
+        )
     if t.body not in ("envelope", "raw"):
         raise ValidationError("target.body", t.body, "expected envelope or raw")
     for name, value in t.headers.items():

@@ -196,17 +196,25 @@ class HttpSender:
         await self.close()
 
     async def send(
-        self, url: str, body: bytes, headers: Mapping[str, str], *, method: str = "POST"
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        method: str = "POST",
+        timeout_s: float | None = None,
     ) -> AttemptResult:
         """Make one attempt; see the module docstring. ``headers`` are sent as given (build them
-        with :func:`horae.outbound.signing.attempt_headers`)."""
+        with :func:`horae.outbound.signing.attempt_headers`). ``timeout_s`` (the target's
+        ``timeout_ms``) bounds the whole attempt below ``deadline_s``."""
         if self._session is None:
             raise RuntimeError("HttpSender is not started")
         started = self._monotonic()
         attempt = _Attempt()
         reset = _ATTEMPT.set(attempt)
         try:
-            async with asyncio.timeout(self._config.deadline_s):
+            limit = self._config.deadline_s
+            async with asyncio.timeout(limit if timeout_s is None else min(limit, timeout_s)):
                 result, detail = await self._exchange(
                     self._session, attempt, url, body, headers, method
                 )

@@ -60,6 +60,10 @@ async def attempt_once(
         )
     )
     result = await sender.send(
-        order.target.url, body, headers, method=order.target.method or "POST"
+        order.target.url,
+        body,
+        headers,
+        method=order.target.method or "POST",
+        timeout_s=order.target.timeout_ms / 1000,
     )
     return Sent(result, started_ms, int(clock.now() * 1000))

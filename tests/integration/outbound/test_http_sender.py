@@ -280,6 +280,22 @@ def test_slow_server_times_out_after_sending_outcome_unknown() -> None:
         assert target.hits["slow"] == 1  # the request did arrive: "unknown" is the honest answer
 
 
+def test_the_targets_timeout_cuts_an_attempt_below_the_senders_deadline() -> None:
+    """``timeout_s`` (the target's ``timeout_ms``) bounds the whole attempt; the sender's own
+    deadline still applies when it is lower."""
+
+    async def go(sender: HttpSender) -> list[AttemptResult]:
+        async with serve(Target()) as base:
+            return [
+                await sender.send(f"{base}/slow", BODY, {}, timeout_s=0.2),
+                await sender.send(f"{base}/slow", BODY, {}, timeout_s=60.0),
+            ]
+
+    short, long = run(go, SenderConfig(read_timeout_s=30.0, deadline_s=0.5))
+    assert short.send_result is SendResult.TIMEOUT_READ and short.duration_s < 0.45
+    assert long.send_result is SendResult.TIMEOUT_READ and 0.45 <= long.duration_s < 5
+
+
 def test_stalled_body_keeps_the_status() -> None:
     async def go(sender: HttpSender) -> AttemptResult:
         async with serve(Target()) as base:

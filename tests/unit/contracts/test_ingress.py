@@ -237,3 +237,13 @@ def test_a_webhook_without_secret_refs_is_refused_when_refs_are_known() -> None:
     )
     assert isinstance(result, ev.Quarantined) and result.cause == "invalid"
     assert "needs a signing secret ref" in result.detail
+
+
+@pytest.mark.parametrize(("timeout_ms", "accepted"), [(99, False), (100, True), (300_000, True),
+                                                      (300_001, False), (0, False)])  # fmt: skip
+def test_the_target_timeout_is_bounded(timeout_ms: int, accepted: bool) -> None:
+    d = sample()
+    result = ingest(encode(signed(replace(d, target=replace(d.target, timeout_ms=timeout_ms)))))
+    assert isinstance(result, ev.TriggerDefinition) is accepted
+    if not accepted:
+        assert isinstance(result, ev.Quarantined) and "target.timeout_ms" in result.detail

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -165,3 +166,14 @@ def test_an_attempt_that_never_ran_says_why_and_nothing_is_sent(
     record = c.emits[0].event
     assert isinstance(record, ev.Attempt) and record.not_sent == cause
     assert c.verdict is Verdict.FAILED
+
+
+def test_the_targets_timeout_bounds_the_attempt() -> None:
+    sender = RecordingSender([AttemptResult(SendResult.OK, 200, 0.01)])
+    order = first_order()
+    target = replace(order.target, timeout_ms=2_500)
+    order = ev.DispatchOrder(
+        fire=order.fire, target=target, lane=order.lane, attempt=1, not_before=order.not_before
+    )
+    asyncio.run(attempt_once(order, CONFIG, sender, VirtualClock(T0)))
+    assert [r.timeout_s for r in sender.sent] == [2.5]
