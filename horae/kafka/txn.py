@@ -18,6 +18,7 @@ Errors, following librdkafka's transactions example (docs/local-stack.md, transa
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -38,6 +39,22 @@ from horae.ports import Emit, Offsets, TopicPartitionKey, TransactionFailed
 log = logging.getLogger(__name__)
 
 COMMIT_TIMEOUT_S = 30.0
+#: members learn of a rebalance at their next heartbeat: a drained member's partitions move in
+#: about this long
+HEARTBEAT_MS = 500
+LEAVE_TIMEOUT_S = 2.0
+
+
+def leave_group(consumer: Consumer, timeout_s: float = LEAVE_TIMEOUT_S) -> None:
+    """Leave the consumer group now. A static member (``group.instance.id``) sends no LeaveGroup
+    on ``close()``, so its partitions would wait for its session timeout; unsubscribing does send
+    one once the revocation is served (polled here, records polled meanwhile are dropped: nothing
+    after the last commit is committed)."""
+    consumer.unsubscribe()
+    deadline = time.monotonic() + timeout_s
+    while consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.05)
+    consumer.poll(0)
 
 
 def member_configs(
@@ -64,7 +81,7 @@ def member_configs(
             "auto.offset.reset": "earliest",
             "partition.assignment.strategy": "range",
             "session.timeout.ms": session_timeout_ms,
-            "heartbeat.interval.ms": max(500, session_timeout_ms // 5),
+            "heartbeat.interval.ms": HEARTBEAT_MS,
             "max.poll.interval.ms": max(min_poll_interval_ms, session_timeout_ms * 3),
             "log_level": 4,
         },
@@ -89,6 +106,7 @@ __all__ = [
     "GroupMember",
     "TransactionFailed",
     "TransactionalProcessor",
+    "leave_group",
     "member_configs",
 ]
 
@@ -137,11 +155,12 @@ class TransactionalProcessor:
         return producer
 
     def close(self) -> None:
-        """Flush the producer and close the consumer when it is a ``Consumer`` (it then consumed
-        through this processor). Idempotent."""
+        """Flush the producer, then leave the group and close the consumer when it is a
+        ``Consumer`` (it then consumed through this processor). Idempotent."""
         self.producer.flush(10)
         if isinstance(self.consumer, Consumer) and not self._closed:
             self._closed = True
+            leave_group(self.consumer)
             self.consumer.close()
 
     # --- the consume side -----------------------------------------------------------------

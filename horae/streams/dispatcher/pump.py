@@ -42,6 +42,7 @@ from horae.kafka.reader import seek_to_committed
 from horae.kafka.txn import (
     TransactionalProcessor,
     TransactionFailed,
+    leave_group,
     member_configs,
 )
 from horae.ports import SYSTEM_CLOCK, Clock, Emit
@@ -185,6 +186,7 @@ class Pump:
                 if thread is not threading.current_thread():
                     thread.join()  # the committer's last transaction
         finally:
+            leave_group(self.consumer)  # its revocation commits what finished meanwhile
             self.txn.close()
             self.consumer.close()
 
