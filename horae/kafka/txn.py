@@ -174,16 +174,20 @@ class TransactionalProcessor:
         topics: Sequence[str],
         on_assign: Callable[[Sequence[TopicPartitionKey]], None],
         on_revoke: Callable[[Sequence[TopicPartitionKey]], None],
+        on_lost: Callable[[Sequence[TopicPartitionKey]], None] | None = None,
     ) -> None:
+        lost_cb = on_lost or on_revoke
+
         def assigned(_: Consumer, partitions: list[TopicPartition]) -> None:
             on_assign([(tp.topic, tp.partition) for tp in partitions])
 
         def revoked(_: Consumer, partitions: list[TopicPartition]) -> None:
             on_revoke([(tp.topic, tp.partition) for tp in partitions])
 
-        self._consumer.subscribe(
-            list(topics), on_assign=assigned, on_revoke=revoked, on_lost=revoked
-        )
+        def lost(_: Consumer, partitions: list[TopicPartition]) -> None:
+            lost_cb([(tp.topic, tp.partition) for tp in partitions])
+
+        self._consumer.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
 
     def unsubscribe(self) -> None:
         self._consumer.unsubscribe()
