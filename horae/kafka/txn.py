@@ -50,7 +50,10 @@ def leave_group(consumer: Consumer, timeout_s: float = LEAVE_TIMEOUT_S) -> None:
     on ``close()``, so its partitions would wait for its session timeout; unsubscribing does send
     one once the revocation is served (polled here, records polled meanwhile are dropped: nothing
     after the last commit is committed)."""
-    consumer.unsubscribe()
+    try:
+        consumer.unsubscribe()
+    except KafkaException:  # a fenced (fatal) consumer cannot leave: it is closed as it is
+        return
     deadline = time.monotonic() + timeout_s
     while consumer.assignment() and time.monotonic() < deadline:
         consumer.poll(0.05)
@@ -193,11 +196,15 @@ class TransactionalProcessor:
         self._consumer.unsubscribe()
 
     def consume(self, max_records: int, timeout_s: float) -> list[Any]:
-        """Records only: error events are logged and dropped (see the port)."""
+        """Records only: error events are logged and dropped (see the port); a fatal one (this
+        member was fenced) raises ``KafkaException``: the worker cannot go on."""
         messages = self._consumer.consume(max_records, timeout=timeout_s)
         for msg in messages:
-            if msg.error() is not None:
-                log.warning("consume error: %s", msg.error())
+            err = msg.error()
+            if err is not None and err.fatal():
+                raise KafkaException(err)
+            if err is not None:
+                log.warning("consume error: %s", err)
                 return [m for m in messages if m.error() is None]
         return messages
 

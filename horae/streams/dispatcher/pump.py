@@ -143,6 +143,7 @@ class Pump:
         self._pending: list[Emit] = []  # quarantine and breaker records for the next txn
         self._paused: set[TP] = set()
         self.stop = threading.Event()
+        self.failed: KafkaException | None = None  # why the consumer thread stopped by itself
         self._threads: list[threading.Thread] = []
 
     # --- the loop side's interface -----------------------------------------------------------
@@ -182,10 +183,14 @@ class Pump:
                 if self.clock.monotonic() - last_depth >= 1.0:
                     self._observe_depth()
                     last_depth = self.clock.monotonic()
+        except KafkaException as exc:  # a fatal consumer error (fenced): the worker must stop
+            self.failed = exc
+            self.stop.set()
+            raise
+        finally:
             for thread in self._threads:
                 if thread is not threading.current_thread():
                     thread.join()  # the committer's last transaction
-        finally:
             leave_group(self.consumer)  # its revocation commits what finished meanwhile
             self.txn.close()
             self.consumer.close()
@@ -193,8 +198,11 @@ class Pump:
     def _accept(self, messages: list[Message]) -> None:
         decoded: list[tuple[Message, ev.DispatchOrder | DecodeError]] = []
         for msg in messages:
-            if msg.error() is not None:
-                log.warning("consume error: %s", msg.error())
+            err = msg.error()
+            if err is not None:
+                if err.fatal():
+                    raise KafkaException(err)
+                log.warning("consume error: %s", err)
                 continue
             try:
                 decoded.append((msg, decode(msg.value() or b"", ev.DispatchOrder)))
