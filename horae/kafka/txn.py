@@ -201,7 +201,7 @@ class TransactionalProcessor:
         messages = self._consumer.consume(max_records, timeout=timeout_s)
         for msg in messages:
             err = msg.error()
-            if err is not None and err.fatal():
+            if err is not None and (err.fatal() or err.code() == KafkaError._FATAL):
                 raise KafkaException(err)
             if err is not None:
                 log.warning("consume error: %s", err)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
@@ -200,7 +200,7 @@ class Pump:
         for msg in messages:
             err = msg.error()
             if err is not None:
-                if err.fatal():
+                if err.fatal() or err.code() == KafkaError._FATAL:  # an event: the code says it
                     raise KafkaException(err)
                 log.warning("consume error: %s", err)
                 continue
