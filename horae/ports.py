@@ -151,8 +151,11 @@ class TransactionalLog(Protocol):
         topics: Sequence[str],
         on_assign: Callable[[Sequence[TopicPartitionKey]], None],
         on_revoke: Callable[[Sequence[TopicPartitionKey]], None],
+        on_lost: Callable[[Sequence[TopicPartitionKey]], None] | None = None,
     ) -> None:
-        """Join the group for ``topics``; a lost assignment is reported through ``on_revoke``."""
+        """Join the group for ``topics``. ``on_revoke``: partitions given up in a rebalance;
+        ``on_lost``: partitions lost without one (session expired, fenced; other members may
+        have processed them meanwhile), by default reported through ``on_revoke``."""
 
     def unsubscribe(self) -> None:
         """Leave the group: every owned partition is released (``on_revoke`` is not called)."""

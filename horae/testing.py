@@ -97,7 +97,13 @@ class InMemoryLog:
         self._faults.append(reason)
 
     # --- TransactionalLog ----------------------------------------------------------------
-    def subscribe(self, topics: Sequence[str], on_assign: Callback, on_revoke: Callback) -> None:
+    def subscribe(
+        self,
+        topics: Sequence[str],
+        on_assign: Callback,
+        on_revoke: Callback,
+        on_lost: Callback | None = None,  # never lost here
+    ) -> None:
         self._topics = list(topics)
         self._on_assign, self._on_revoke = on_assign, on_revoke
 

@@ -58,12 +58,8 @@ def end_offset(consumer: Consumer, tp: TopicPartition, timeout_s: float = 30.0) 
             time.sleep(0.2)
 
 
-def read_partition(
-    bootstrap: str, topic: str, partition: int, stop_offset: int | None = None, start: int = 0
-) -> Iterator[Message]:
-    """Yield the committed records of ``topic[partition]`` from ``start`` up to ``stop_offset``
-    (default: the end)."""
-    consumer = Consumer(
+def _reader(bootstrap: str) -> Consumer:
+    return Consumer(
         client_config(
             bootstrap,
             {
@@ -76,6 +72,25 @@ def read_partition(
             },
         )
     )
+
+
+def read_partition(
+    bootstrap: str, topic: str, partition: int, stop_offset: int | None = None, start: int = 0
+) -> Iterator[Message]:
+    """Yield the committed records of ``topic[partition]`` from ``start`` up to ``stop_offset``
+    (default: the end)."""
+    consumer = _reader(bootstrap)
+    try:
+        yield from _read(consumer, topic, partition, stop_offset, start)
+    finally:
+        consumer.close()
+
+
+def _read(
+    consumer: Consumer, topic: str, partition: int, stop_offset: int | None, start: int
+) -> Iterator[Message]:
+    """:func:`read_partition` on ``consumer``, whose assignment it replaces (assign and unassign
+    discard what was fetched for an earlier read; its records are skipped here too)."""
     try:
         high = end_offset(consumer, TopicPartition(topic, partition))
         end = high if stop_offset is None else min(high, stop_offset)
@@ -86,33 +101,45 @@ def read_partition(
         while True:
             batch = consumer.consume(POLL_BATCH, timeout=0.05)
             for msg in batch:
+                if msg.topic() != topic or msg.partition() != partition:
+                    continue  # fetched for an earlier read of this consumer
                 err = msg.error()
                 if err is not None:
-                    if err.code() == err._PARTITION_EOF:
+                    if (
+                        err.code() == err._PARTITION_EOF
+                        and _position(consumer, topic, partition) >= end
+                    ):
                         return
                     continue
                 offset = msg.offset()
                 if offset is not None and offset >= end:
                     return
                 yield msg
-            if not batch:
-                position = consumer.position([TopicPartition(topic, partition)])[0].offset
-                if position >= end:
-                    return
+            if not batch and _position(consumer, topic, partition) >= end:
+                return
     finally:
-        consumer.close()
+        consumer.unassign()
+
+
+def _position(consumer: Consumer, topic: str, partition: int) -> int:
+    return int(consumer.position([TopicPartition(topic, partition)])[0].offset)
 
 
 class KafkaPartitionReader:
-    """The Kafka :class:`horae.ports.PartitionReader` (one short-lived consumer per read)."""
+    """The Kafka :class:`horae.ports.PartitionReader`: one consumer, made at the first read and
+    reused by the next ones (a rebuild of several partitions connects once). One read at a time:
+    a read reassigns the consumer."""
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
+        self._consumer: Consumer | None = None
 
     def read(
         self, topic: str, partition: int, start: int = 0, stop: int | None = None
     ) -> Iterator[Message]:
-        return read_partition(self.bootstrap, topic, partition, stop, start)
+        if self._consumer is None:
+            self._consumer = _reader(self.bootstrap)
+        return _read(self._consumer, topic, partition, stop, start)
 
 
 class Seekable(Protocol):

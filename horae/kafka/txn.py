@@ -18,6 +18,7 @@ Errors, following librdkafka's transactions example (docs/local-stack.md, transa
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -38,6 +39,25 @@ from horae.ports import Emit, Offsets, TopicPartitionKey, TransactionFailed
 log = logging.getLogger(__name__)
 
 COMMIT_TIMEOUT_S = 30.0
+#: members learn of a rebalance at their next heartbeat: a drained member's partitions move in
+#: about this long
+HEARTBEAT_MS = 500
+LEAVE_TIMEOUT_S = 2.0
+
+
+def leave_group(consumer: Consumer, timeout_s: float = LEAVE_TIMEOUT_S) -> None:
+    """Leave the consumer group now. A static member (``group.instance.id``) sends no LeaveGroup
+    on ``close()``, so its partitions would wait for its session timeout; unsubscribing does send
+    one once the revocation is served (polled here, records polled meanwhile are dropped: nothing
+    after the last commit is committed)."""
+    try:
+        consumer.unsubscribe()
+    except KafkaException:  # a fenced (fatal) consumer cannot leave: it is closed as it is
+        return
+    deadline = time.monotonic() + timeout_s
+    while consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.05)
+    consumer.poll(0)
 
 
 def member_configs(
@@ -64,7 +84,7 @@ def member_configs(
             "auto.offset.reset": "earliest",
             "partition.assignment.strategy": "range",
             "session.timeout.ms": session_timeout_ms,
-            "heartbeat.interval.ms": max(500, session_timeout_ms // 5),
+            "heartbeat.interval.ms": HEARTBEAT_MS,
             "max.poll.interval.ms": max(min_poll_interval_ms, session_timeout_ms * 3),
             "log_level": 4,
         },
@@ -89,6 +109,7 @@ __all__ = [
     "GroupMember",
     "TransactionFailed",
     "TransactionalProcessor",
+    "leave_group",
     "member_configs",
 ]
 
@@ -137,11 +158,12 @@ class TransactionalProcessor:
         return producer
 
     def close(self) -> None:
-        """Flush the producer and close the consumer when it is a ``Consumer`` (it then consumed
-        through this processor). Idempotent."""
+        """Flush the producer, then leave the group and close the consumer when it is a
+        ``Consumer`` (it then consumed through this processor). Idempotent."""
         self.producer.flush(10)
         if isinstance(self.consumer, Consumer) and not self._closed:
             self._closed = True
+            leave_group(self.consumer)
             self.consumer.close()
 
     # --- the consume side -----------------------------------------------------------------
@@ -155,26 +177,34 @@ class TransactionalProcessor:
         topics: Sequence[str],
         on_assign: Callable[[Sequence[TopicPartitionKey]], None],
         on_revoke: Callable[[Sequence[TopicPartitionKey]], None],
+        on_lost: Callable[[Sequence[TopicPartitionKey]], None] | None = None,
     ) -> None:
+        lost_cb = on_lost or on_revoke
+
         def assigned(_: Consumer, partitions: list[TopicPartition]) -> None:
             on_assign([(tp.topic, tp.partition) for tp in partitions])
 
         def revoked(_: Consumer, partitions: list[TopicPartition]) -> None:
             on_revoke([(tp.topic, tp.partition) for tp in partitions])
 
-        self._consumer.subscribe(
-            list(topics), on_assign=assigned, on_revoke=revoked, on_lost=revoked
-        )
+        def lost(_: Consumer, partitions: list[TopicPartition]) -> None:
+            lost_cb([(tp.topic, tp.partition) for tp in partitions])
+
+        self._consumer.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
 
     def unsubscribe(self) -> None:
         self._consumer.unsubscribe()
 
     def consume(self, max_records: int, timeout_s: float) -> list[Any]:
-        """Records only: error events are logged and dropped (see the port)."""
+        """Records only: error events are logged and dropped (see the port); a fatal one (this
+        member was fenced) raises ``KafkaException``: the worker cannot go on."""
         messages = self._consumer.consume(max_records, timeout=timeout_s)
         for msg in messages:
-            if msg.error() is not None:
-                log.warning("consume error: %s", msg.error())
+            err = msg.error()
+            if err is not None and (err.fatal() or err.code() == KafkaError._FATAL):
+                raise KafkaException(err)
+            if err is not None:
+                log.warning("consume error: %s", err)
                 return [m for m in messages if m.error() is None]
         return messages
 

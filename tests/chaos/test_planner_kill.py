@@ -17,6 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from horae.contracts import events as ev
+from horae.contracts.admin import admin_client
 from horae.contracts.codec import decode
 from horae.contracts.topics import Topic
 from tests.integration.planner.harness import (
@@ -55,6 +56,20 @@ def _exited_or(proc: subprocess.Popen[bytes], done: Callable[[], bool]) -> Calla
 def _all_fired_after(env: PlannerEnv, at: float) -> Callable[[], bool]:
     """Every trigger has a decision for an instant after ``at`` (the group settled since)."""
     return lambda: decided_since(env, at + 1, TRIGGERS)
+
+
+def _members(env: PlannerEnv) -> set[str]:
+    """The group instance ids of the planner group's members now."""
+    group = f"{env.prefix}planner"
+    admin = admin_client(env.bootstrap)  # referenced until the answer came
+    future = admin.describe_consumer_groups([group])[group]
+    return {m.group_instance_id for m in future.result(timeout=30).members}
+
+
+def _joined(env: PlannerEnv, *slots: str) -> Callable[[], bool]:
+    """True once every slot's process is a member of the group (started: SIGTERM stops it
+    cleanly, where during its start-up it would not)."""
+    return lambda: {f"{env.prefix}planner-{s}" for s in slots} <= _members(env)
 
 
 def _free_port() -> int:
@@ -112,6 +127,7 @@ def test_members_joining_and_leaving_lose_and_double_nothing(planner_env: Planne
         planner_env.put(definition(trigger))
     procs = {slot: planner_env.spawn(slot) for slot in ("p1", "p2", "p3")}
     wait_until(lambda: decided_since(planner_env, 0, TRIGGERS), 90, 0.5, "three members fire")
+    wait_until(_joined(planner_env, *procs), 90, 0.5, "three members joined")
     schedule = [
         ("stop", "p2"),
         ("start", "p2"),
@@ -127,6 +143,7 @@ def test_members_joining_and_leaving_lose_and_double_nothing(planner_env: Planne
             assert procs[slot].wait(60) == 0
         else:
             procs[slot] = planner_env.spawn(slot)
+            wait_until(_joined(planner_env, slot), 90, 0.5, f"{slot} never joined")
         wait_until(_all_fired_after(planner_env, at), 90, 0.5, f"none after {action} {slot}")
     for proc in procs.values():
         proc.send_signal(signal.SIGTERM)

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
@@ -47,6 +47,7 @@ from horae.kafka.reader import seek_to_committed
 from horae.kafka.txn import (
     TransactionalProcessor,
     TransactionFailed,
+    leave_group,
     member_configs,
 )
 from horae.ports import SYSTEM_CLOCK, Clock, Emit
@@ -150,6 +151,7 @@ class Pump:
         self._pending: list[Emit] = []  # quarantine and breaker records for the next txn
         self._paused: set[TP] = set()
         self.stop = threading.Event()
+        self.failed: KafkaException | None = None  # why the consumer thread stopped by itself
         self._threads: list[threading.Thread] = []
 
     # --- the loop side's interface -----------------------------------------------------------
@@ -190,18 +192,26 @@ class Pump:
                 if self.clock.monotonic() - last_depth >= 1.0:
                     self._observe_depth()
                     last_depth = self.clock.monotonic()
+        except KafkaException as exc:  # a fatal consumer error (fenced): the worker must stop
+            self.failed = exc
+            self.stop.set()
+            raise
+        finally:
             for thread in self._threads:
                 if thread is not threading.current_thread():
                     thread.join()  # the committer's last transaction
-        finally:
+            leave_group(self.consumer)  # its revocation commits what finished meanwhile
             self.txn.close()
             self.consumer.close()
 
     def _accept(self, messages: list[Message]) -> None:
         decoded: list[tuple[Message, ev.DispatchOrder | DecodeError]] = []
         for msg in messages:
-            if msg.error() is not None:
-                log.warning("consume error: %s", msg.error())
+            err = msg.error()
+            if err is not None:
+                if err.fatal() or err.code() == KafkaError._FATAL:  # an event: the code says it
+                    raise KafkaException(err)
+                log.warning("consume error: %s", err)
                 continue
             try:
                 decoded.append((msg, decode(msg.value() or b"", ev.DispatchOrder)))

@@ -125,7 +125,7 @@ class Dispatcher:
         self.pump.start()
         self.ready.set()
         try:
-            while not stop.is_set():
+            while not stop.is_set() and not self.pump.stop.is_set():
                 self._fill()
                 await self._sleep()
         finally:
@@ -137,6 +137,8 @@ class Dispatcher:
                 await runner.cleanup()
             if writer is not None:
                 await asyncio.to_thread(writer.close)
+        if self.pump.failed is not None:  # the process exits; its supervisor restarts it
+            raise self.pump.failed
 
     async def _sleep(self) -> None:
         assert self._wake is not None and self._loop is not None

@@ -122,6 +122,7 @@ class Planner:
         self.metrics.watch_sharing(self.decider.shared)
         self.gc = gc or KeepGc()  # the planner process passes FreezeAfterRebuild
         self.indexes: dict[int, DueIndex] = {}
+        self._kept: dict[int, DueIndex] = {}  # revoked, until the rebalance's assignment
         self._topics = self.router.names
         if txn is None:
             consumer_config, producer_config = member_configs(
@@ -157,21 +158,25 @@ class Planner:
             ],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
         )
         self._subscribed = True
 
     def _release(self) -> None:
         self.txn.unsubscribe()
         self.indexes.clear()
+        self._kept.clear()
         self._subscribed = False
         self.metrics.partitions_owned.set(0)
 
     def _on_assign(self, partitions: Sequence[TopicPartitionKey]) -> None:
         numbers = sorted({p for _, p in partitions})
+        kept, self._kept = self._kept, {}
         started = self.clock.monotonic()
         with self.gc.rebuilding():
             for p in numbers:
-                self.indexes[p] = self._rebuild(p)
+                index = kept.get(p)
+                self.indexes[p] = index if index is not None else self._rebuild(p)
         self.metrics.partitions_owned.set(len(self.indexes))
         log.info(
             "assigned partitions %s: %d triggers indexed in %.2f s",
@@ -181,10 +186,23 @@ class Planner:
         )
 
     def _on_revoke(self, partitions: Sequence[TopicPartitionKey]) -> None:
-        # every batch is committed before the next poll, so nothing is pending here but the
-        # positions of outcome records that changed nothing: read again by the next owner
+        """Every batch is committed before the next poll, so a revoked index is exactly the
+        committed state (nothing is pending but the positions of outcome records that changed
+        nothing, read again by the next owner). It is kept until the rebalance's assignment: a
+        partition this member gets straight back (no one else owned it meanwhile) is not
+        rebuilt, so a member leaving costs the others only the rebuild of its own partitions."""
+        for _, p in partitions:
+            index = self.indexes.pop(p, None)
+            if index is not None:
+                self._kept[p] = index
+        self.metrics.partitions_owned.set(len(self.indexes))
+
+    def _on_lost(self, partitions: Sequence[TopicPartitionKey]) -> None:
+        """Lost without a rebalance (session expired, fenced): others may have decided since,
+        so nothing is kept."""
         for _, p in partitions:
             self.indexes.pop(p, None)
+        self._kept.clear()
         self.metrics.partitions_owned.set(len(self.indexes))
 
     def _rebuild(self, p: int) -> DueIndex:

@@ -165,8 +165,8 @@ class PlannerEnv:
             HORAE_PLANNER_TICK_S="0.2",
             HORAE_PLANNER_SESSION_TIMEOUT_MS="6000",
             HORAE_LOG_LEVEL="WARNING",
-            **(extra_env or {}),
         )
+        env.update(extra_env or {})  # may replace any of the above (the bootstrap too)
         command = [sys.executable, "-m", "horae.cli.main", "planner"]
         if log is None:
             proc = subprocess.Popen(command, env=env)

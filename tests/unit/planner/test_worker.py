@@ -172,3 +172,32 @@ def test_an_aborted_transaction_rewinds_and_commits_each_decision_once(rig: Rig)
     rig.step(1.0)
     instants = _instants(rig.fires())
     assert instants == [int(T0) + 1, int(T0) + 2, int(T0) + 3], "no instant lost or doubled"
+
+
+class _CountingReader:
+    def __init__(self, inner: object) -> None:
+        self.inner, self.reads = inner, 0
+
+    def read(self, topic: str, partition: int, start: int = 0, stop: int | None = None) -> object:
+        self.reads += 1
+        return self.inner.read(topic, partition, start, stop)  # type: ignore[attr-defined]
+
+
+def test_a_partition_given_straight_back_in_a_rebalance_is_not_rebuilt_a_lost_one_is(
+    rig: Rig,
+) -> None:
+    rig.put(definition("tick"))
+    rig.step()
+    rig.step(1.0)
+    reader = _CountingReader(rig.planner.reader)
+    rig.planner.reader = reader  # type: ignore[assignment]
+    owned = rig.log.assignment()
+    rig.planner._on_revoke(owned)  # an eager rebalance: everything revoked, then assigned
+    rig.planner._on_assign(owned)
+    assert reader.reads == 0
+    rig.step(1.0)
+    rig.planner._on_lost(owned)  # lost: another member may have decided meanwhile
+    rig.planner._on_assign(owned)
+    assert reader.reads > 0
+    rig.step(1.0)
+    assert _instants(rig.fires()) == [int(T0) + 1, int(T0) + 2, int(T0) + 3]
