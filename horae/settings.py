@@ -219,6 +219,21 @@ class TenantsSettings(BaseSettings):
     )
 
 
+class ChaosSettings(BaseSettings):
+    """``horae chaos``, the soak (``HORAE_CHAOS_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_CHAOS_", extra="ignore")
+
+    minutes: float | None = Field(
+        default=None, description="minutes of chaos; unset: the profile's"
+    )
+    profile: Literal["short", "long"] = Field(
+        default="short", description="short (the CI run) or long (the recorded soak)"
+    )
+    seed: int | None = Field(default=None, description="seed of the chaos; unset: random")
+    keep: bool = Field(default=False, description="keep the private stack's data afterwards")
+
+
 class DevSettings(BaseSettings):
     """The local stack, ``horae dev`` (``HORAE_DEV_*``)."""
 
@@ -349,6 +364,7 @@ class Settings(BaseSettings):
     projections: ProjectionsSettings = Field(default_factory=ProjectionsSettings)
     topics: TopicsSettings = Field(default_factory=TopicsSettings)
     tenants: TenantsSettings = Field(default_factory=TenantsSettings)
+    chaos: ChaosSettings = Field(default_factory=ChaosSettings)
 
     @model_validator(mode="after")
     def _platform_key_in_every_tenant(self) -> Settings:
@@ -425,6 +441,7 @@ SECTIONS: dict[str, type[BaseSettings]] = {
     "projections": ProjectionsSettings,
     "topics": TopicsSettings,
     "tenants": TenantsSettings,
+    "chaos": ChaosSettings,
 }
 
 

@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from horae.cli.common import add_flags
 from horae.settings import Settings
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -16,10 +17,7 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("chaos", help="run the chaos soak (from a source checkout)")
-    p.add_argument("--minutes", type=float, default=None, help="minutes of chaos (profile default)")
-    p.add_argument("--profile", choices=("short", "long"), default="short")
-    p.add_argument("--seed", type=int, default=None, help="seed of the chaos (default: random)")
-    p.add_argument("--keep", action="store_true", help="keep the private stack's data")
+    add_flags(p, "chaos")
     p.set_defaults(func=run)
 
 
@@ -36,5 +34,6 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         sys.path.insert(0, str(CHECKOUT))
     from tests.chaos.soak.driver import main
 
-    code: int = main(args.minutes, args.profile, args.seed, keep=args.keep)
+    mine = settings.chaos
+    code: int = main(mine.minutes, mine.profile, mine.seed, keep=mine.keep)
     return code
