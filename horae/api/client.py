@@ -148,12 +148,15 @@ class ApiClient:
         headers = {"Accept": "application/json, application/problem+json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
+        self._owned = http is None
         self._http = http or httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s)
         self._headers = headers
         self.base_url = str(self._http.base_url).rstrip("/")
 
     def close(self) -> None:
-        self._http.close()
+        """Close the HTTP client this client made (one handed in is the caller's)."""
+        if self._owned:
+            self._http.close()
 
     def __enter__(self) -> Self:
         return self
