@@ -1,11 +1,12 @@
 """The one configuration object of Horae (pydantic-settings).
 
 :class:`Settings` holds the knobs every process shares and one section per process or area
-(``planner``, ``dispatcher``, ``projector``, ``next``, ``demo``, ``dev``). Each field reads one
-environment variable: ``HORAE_<FIELD>`` for the shared ones, ``HORAE_<SECTION>_<FIELD>`` for a
-section's (``settings.planner.tick_s`` <- ``HORAE_PLANNER_TICK_S``). This module is the only place
-that reads ``HORAE_*``; the CLI derives each command's flags from the same fields
-(:mod:`horae.cli.common`), and everything else is handed the values it needs.
+(``planner``, ``dispatcher``, ``projector``, ``next``, ``demo``, ``api``, ``dev``). Each field
+reads one environment variable: ``HORAE_<FIELD>`` for the shared ones,
+``HORAE_<SECTION>_<FIELD>`` for a section's (``settings.planner.tick_s`` <-
+``HORAE_PLANNER_TICK_S``). This module is the only place that reads ``HORAE_*``; the CLI derives
+each command's flags from the same fields (:mod:`horae.cli.common`), and everything else is
+handed the values it needs.
 
 Keys and secrets are :class:`~pydantic.SecretStr` (``repr`` and ``str`` show ``**********``;
 ``.get_secret_value()`` reads them); the database URLs, which may hold passwords, are left out
@@ -176,6 +177,37 @@ class DemoSettings(BaseSettings):
     log_level: str = Field(default="WARNING", description="log level of the demo's processes")
 
 
+class ApiSettings(BaseSettings):
+    """``horae api`` (``HORAE_API_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_API_", extra="ignore")
+
+    host: str = Field(default="127.0.0.1", description="address the HTTP API listens on")
+    port: int = Field(default=8089, description="port of the HTTP API")
+    token_keys: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="HS256 keys of API tokens, JSON {kid: secret}; every key verifies, "
+        "token_kid signs (rotation: add the new kid, switch token_kid, drop the old one later)",
+    )
+    token_kid: str | None = Field(
+        default=None,
+        description="kid of the key horae tokens issue signs with (unset: the only one)",
+    )
+    token_ttl_s: int = Field(default=3600, description="default lifetime of an issued token")
+    max_body_bytes: int = Field(default=65_536, description="largest request body accepted")
+    rate_per_s: float = Field(
+        default=50.0, description="requests per second per tenant (429 with Retry-After above)"
+    )
+    burst: int = Field(default=200, description="requests a tenant may send at once")
+    read_your_writes_s: float = Field(
+        default=300.0,
+        description="how long this process merges the versions it wrote into its reads",
+    )
+    verification_ttl_s: int = Field(
+        default=30 * 86400, description="how long a verified target host stays verified"
+    )
+
+
 class DevSettings(BaseSettings):
     """The local stack, ``horae dev`` (``HORAE_DEV_*``)."""
 
@@ -299,6 +331,7 @@ class Settings(BaseSettings):
     projector: ProjectorSettings = Field(default_factory=ProjectorSettings)
     next: NextSettings = Field(default_factory=NextSettings)
     demo: DemoSettings = Field(default_factory=DemoSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
     dev: DevSettings = Field(default_factory=DevSettings)
 
     @model_validator(mode="after")
@@ -371,6 +404,7 @@ SECTIONS: dict[str, type[BaseSettings]] = {
     "projector": ProjectorSettings,
     "next": NextSettings,
     "demo": DemoSettings,
+    "api": ApiSettings,
     "dev": DevSettings,
 }
 
