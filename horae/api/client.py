@@ -375,12 +375,22 @@ class ApiClient:
 
     # --- privileged (policy) ----------------------------------------------------------------
 
-    def backfill(self, trigger_id: str, start: When, end: When, confirm: str | None = None) -> JSON:
+    def backfill(
+        self,
+        trigger_id: str,
+        start: When,
+        end: When,
+        confirm: str | None = None,
+        reason: str | None = None,
+    ) -> JSON:
         """POST /v1/schedules/{id}/backfill: without ``confirm`` the cost ``{fires, confirm}``;
-        with the confirm token it was given, ``{command_id}`` (accepted)."""
+        with the confirm token it was given, ``{command_id}`` (accepted); ``reason`` is kept in
+        the command."""
         body: JSON = {"from": _when(start), "to": _when(end)}
         if confirm is not None:
             body["confirm"] = confirm
+        if reason is not None:
+            body["reason"] = reason
         result: JSON = self._json("POST", self._schedule(trigger_id, "/backfill"), body=body)
         return result
 

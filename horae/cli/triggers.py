@@ -13,7 +13,7 @@ Usage::
     horae triggers pause|resume|delete|run ID
     horae history TRIGGER [--from T] [--to T] [--state S] [--limit N]
     horae lateness [TRIGGER] [--from T] [--to T]
-    horae backfill TRIGGER --from T --to T [--yes]
+    horae backfill TRIGGER --from T --to T [--reason TEXT] [--yes]
 
 Every command takes ``--api-url`` (env ``HORAE_API_URL``, default the API's own address) and
 ``--token`` (env ``HORAE_API_TOKEN``, a token of ``horae tokens issue``; the environment keeps it
@@ -329,6 +329,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     backfill.add_argument("trigger", metavar="TRIGGER")
     backfill.add_argument("--from", dest="start", required=True, metavar="INSTANT")
     backfill.add_argument("--to", dest="end", required=True, metavar="INSTANT")
+    backfill.add_argument("--reason", default=None, help="why (kept in the command)")
     backfill.add_argument("--yes", "-y", action="store_true", help="do not ask")
     add_connection_flags(backfill)
     backfill.set_defaults(func=_backfill)
@@ -583,7 +584,9 @@ def _backfill(settings: Settings, args: argparse.Namespace) -> int:
             if not args.yes and not confirm("Backfill?"):
                 print(f"{name}: not confirmed, nothing sent", file=sys.stderr)
                 return 1
-            accepted = api.backfill(args.trigger, args.start, args.end, cost.get("confirm"))
+            accepted = api.backfill(
+                args.trigger, args.start, args.end, cost.get("confirm"), args.reason
+            )
     except (ApiError, ApiUnreachable) as exc:
         return failed(name, exc)
     if args.json:
