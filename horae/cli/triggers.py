@@ -15,10 +15,11 @@ Usage::
     horae lateness [TRIGGER] [--from T] [--to T]
     horae backfill TRIGGER --from T --to T [--reason TEXT] [--yes]
 
-Every command takes ``--api-url`` (env ``HORAE_API_URL``, default the API's own address) and
-``--token`` (env ``HORAE_API_TOKEN``, a token of ``horae tokens issue``; the environment keeps it
-out of the process list), and ``--json``: the API's JSON instead of a table. Tables are plain
-columns aligned with spaces, ``-`` for an empty cell.
+Every command takes ``--api-url`` (env ``HORAE_API_URL``; unset: where ``horae api`` listens,
+``http://<HORAE_API_HOST>:<HORAE_API_PORT>``, 127.0.0.1:8089 by default), ``--token`` (env
+``HORAE_API_TOKEN``, a token of ``horae tokens issue``; the environment keeps it out of the
+process list) and ``--json``: the API's JSON instead of a table. Tables are plain columns
+aligned with spaces, ``-`` for an empty cell.
 
 ``amend`` reads the stored trigger, applies ``-f`` (the whole new document) and then each
 ``--set`` (a dotted path, the value as JSON or else a string), prints the field changes and
@@ -45,7 +46,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from horae.api.client import JSON, ApiClient, ApiError, ApiUnreachable
 from horae.settings import Settings, env_name
 
-DEFAULT_URL = "http://127.0.0.1:8089"
 STATES = ("live", "paused", "deleted")
 
 
@@ -55,7 +55,11 @@ class ClientSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="HORAE_API_", extra="ignore")
 
-    url: str = Field(default=DEFAULT_URL, description="base URL of the Horae API")
+    url: str | None = Field(
+        default=None,
+        description="base URL of the Horae API; unset: http://HORAE_API_HOST:HORAE_API_PORT "
+        "(the server's own address)",
+    )
     token: SecretStr | None = Field(
         default=None, description="bearer token (horae tokens issue); prefer the environment"
     )
@@ -87,11 +91,21 @@ def client_settings(args: argparse.Namespace) -> ClientSettings:
     return ClientSettings(**given)
 
 
+def api_url(settings: Settings, config: ClientSettings) -> str:
+    """The configured URL, else the address ``horae api`` listens on by the same settings (a
+    wildcard host reached on loopback)."""
+    if config.url:
+        return config.url
+    host = settings.api.host
+    host = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else host
+    return f"http://{host}:{settings.api.port}"
+
+
 def open_client(settings: Settings, args: argparse.Namespace) -> ApiClient:
     """The API client of the command's flags and environment."""
     config = client_settings(args)
     token = None if config.token is None else config.token.get_secret_value()
-    return ApiClient(config.url, token)
+    return ApiClient(api_url(settings, config), token)
 
 
 def failed(name: str, exc: ApiError | ApiUnreachable) -> int:

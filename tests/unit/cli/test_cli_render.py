@@ -9,6 +9,7 @@ import pytest
 from horae.cli.main import build_parser
 from horae.cli.triggers import (
     ClientSettings,
+    api_url,
     client_settings,
     document_of_flags,
     history_table,
@@ -19,6 +20,7 @@ from horae.cli.triggers import (
     target,
     triggers_table,
 )
+from horae.settings import Settings
 
 TRIGGER = {
     "trigger_id": "nightly",
@@ -163,7 +165,10 @@ def test_url_and_token_flags_override_the_environment(monkeypatch: pytest.Monkey
     assert config.url == "http://f:2"
     assert config.token is not None and config.token.get_secret_value() == "t"
     monkeypatch.delenv("HORAE_API_URL")
-    assert ClientSettings().url == "http://127.0.0.1:8089"
+    assert api_url(Settings(), ClientSettings()) == "http://127.0.0.1:8089"
+    monkeypatch.setenv("HORAE_API_PORT", "9001")
+    monkeypatch.setenv("HORAE_API_HOST", "0.0.0.0")
+    assert api_url(Settings(), ClientSettings()) == "http://127.0.0.1:9001"
 
 
 def test_help_names_the_environment_variables(capsys: pytest.CaptureFixture[str]) -> None:
