@@ -13,8 +13,10 @@ name order) or ``-`` (YAML on stdin). One document per trigger, several per YAML
 ``version``, ``state``, ``authored_at``, ``author``, ``role``, ``signature``) is refused, and so
 are unknown fields, wrong types and two documents with one id (naming the file and document).
 
-The plan compares each document with the tenant's stored trigger, both in their full form (the
-schema's defaults filled in, instants in UTC), field by field:
+The stored triggers are the API's listing (the read model) and, for each document's id it
+lacks, a read by id (which sees what this API just wrote, before the read model does). The plan
+compares each document with the stored trigger, both in their full form (the schema's defaults
+filled in, instants in UTC), field by field:
 
 - ``create`` a trigger no stored one has the id of;
 - ``change`` one whose fields differ: each difference as ``path: before -> after``;
@@ -336,12 +338,24 @@ def trigger_in(trigger_id: str, document: Doc) -> Doc:
     return {**document, "trigger_id": trigger_id}
 
 
-def current_triggers(api: ApiClient, label: str | None) -> dict[str, Current]:
-    """The tenant's stored triggers (deleted ones left out), in full form, by id."""
+def current_triggers(
+    api: ApiClient, label: str | None, named: Iterable[str] = ()
+) -> dict[str, Current]:
+    """The tenant's stored triggers (deleted ones left out), in full form, by id: the listing
+    (with ``label``), and each id of ``named`` it lacks read one by one (the listing is the
+    read model, which may lag behind a write this API just acknowledged; a read by id sees it)."""
     found: dict[str, Current] = {}
     for item in api.list_all(label=label):
-        trigger_id = str(item.get("trigger_id") or item.get("id"))
-        found[trigger_id] = Current(normalize(item, stored=True), int(item["version"]))
+        found[str(item["trigger_id"])] = Current(normalize(item, stored=True), int(item["version"]))
+    for trigger_id in sorted(set(named) - set(found)):
+        try:
+            stored = api.get(trigger_id)
+        except ApiError as exc:
+            if exc.status == 404:
+                continue
+            raise
+        if stored.trigger.get("state") != "deleted":
+            found[trigger_id] = Current(normalize(stored.trigger, stored=True), stored.version)
     return found
 
 
@@ -401,7 +415,7 @@ def _planned(api: ApiClient, args: argparse.Namespace) -> Plan:
             desired[trigger_id] = normalize(document)
         except DocumentError as exc:
             raise DocumentError(f"{where}: {exc}") from exc
-    return plan(desired, current_triggers(api, args.label), args.prune)
+    return plan(desired, current_triggers(api, args.label, desired), args.prune)
 
 
 def _show_plan(result: Plan, args: argparse.Namespace) -> None:

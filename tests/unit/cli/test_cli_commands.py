@@ -24,18 +24,22 @@ from tests.unit.api.support import NOW, Api, make_api
 URL = "https://hooks.acme.example/x"
 
 
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
-    """The app in-process; the CLI's client talks to it with an author + policy token (or
-    ``--token`` as given, ``none`` for no token)."""
-    app = make_api()
+def connect(app: Api, monkeypatch: pytest.MonkeyPatch) -> Api:
+    """The CLI's client talks to ``app`` with an author + policy token (or ``--token`` as
+    given, ``none`` for no token)."""
 
     def open_client(settings: Settings, args: argparse.Namespace) -> ApiClient:
         token = args.client_token or app.token("acme", ["author", "policy"])
         return ApiClient("", None if token == "none" else token, http=app.client)
 
     monkeypatch.setattr(triggers, "open_client", open_client)
-    yield app
+    return app
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
+    """The app in-process (every write projected at once), the CLI connected to it."""
+    yield connect(make_api(), monkeypatch)
 
 
 def horae(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -287,3 +291,17 @@ def test_a_bad_document_is_named(
     (tmp_path / "t.yaml").write_text(NIGHTLY + "colour: blue\n")
     code, _, err = horae(capsys, "diff", "-f", str(tmp_path / "t.yaml"))
     assert code == 1 and f"{tmp_path / 't.yaml'}: colour: unknown field" in err
+
+
+def test_a_second_apply_within_the_read_models_lag_plans_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing is the read model; the ids it lacks are read one by one (read-your-writes)."""
+    api = connect(make_api(auto_project=False), monkeypatch)
+    (tmp_path / "nightly.yaml").write_text(NIGHTLY)
+    assert horae(capsys, "apply", "-f", str(tmp_path), "--yes")[0] == 0
+    assert horae(capsys, "triggers", "list")[1].splitlines()[1:] == []  # not projected yet
+    assert horae(capsys, "diff", "-f", str(tmp_path))[:2] == (0, "No changes.\n")
+    api.backend.project()
+    assert horae(capsys, "diff", "-f", str(tmp_path))[:2] == (0, "No changes.\n")
+    assert len(api.backend.definitions) == 1
