@@ -295,7 +295,9 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
+    def principal(
+        authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    ) -> Principal:
         challenge = {"WWW-Authenticate": 'Bearer realm="horae"'}
         if not authorization or not authorization.lower().startswith("bearer "):
             raise ApiError(401, "Unauthorized", "a Bearer token is required", headers=challenge)
@@ -354,7 +356,12 @@ def create_app(
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["service"], responses=_ok(200, {"type": "object"}))
+    @app.get(
+        "/readyz",
+        tags=["service"],
+        responses=_ok(200, {"type": "object"}),
+        openapi_extra={"security": []},
+    )
     def readyz() -> Response:
         broken = {
             name: p for name, p in (("kafka", sink.problem()), ("postgres", history.problem())) if p
@@ -367,6 +374,7 @@ def create_app(
     @app.get(
         "/metrics",
         tags=["service"],
+        openapi_extra={"security": []},
         response_class=Response,
         responses={200: {"description": "Prometheus text", "content": {"text/plain": {}}}},
     )

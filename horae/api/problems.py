@@ -85,9 +85,14 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        headers = dict(exc.headers) if exc.headers else {}
+        if exc.status_code == 405:  # every method of the path, not only the first route's
+            methods: set[str] = set()
+            for route in app.router.routes:
+                regex = getattr(route, "path_regex", None)
+                if regex is not None and regex.match(request.url.path):
+                    methods |= set(getattr(route, "methods", None) or ())
+            headers["Allow"] = ", ".join(sorted(methods - {"HEAD"}))
         return problem(
-            exc.status_code,
-            str(exc.detail),
-            instance=request.url.path,
-            headers=dict(exc.headers) if exc.headers else None,
+            exc.status_code, str(exc.detail), instance=request.url.path, headers=headers or None
         )
