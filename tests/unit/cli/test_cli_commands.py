@@ -305,3 +305,24 @@ def test_a_second_apply_within_the_read_models_lag_plans_nothing(
     api.backend.project()
     assert horae(capsys, "diff", "-f", str(tmp_path))[:2] == (0, "No changes.\n")
     assert len(api.backend.definitions) == 1
+
+
+def test_create_and_amend_from_a_document(
+    api: Api, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "nightly.yaml"
+    path.write_text(NIGHTLY)
+    code, out, err = horae(capsys, "triggers", "create", "-f", str(path))
+    assert code == 0, err
+    assert out.startswith("created nightly: version 1")
+    path.write_text(NIGHTLY.replace("labels: {team: ops}", "labels: {team: data}"))
+    code, out, err = horae(capsys, "triggers", "amend", "nightly", "-f", str(path))
+    assert code == 0, err
+    assert out.splitlines() == ["amended nightly: version 1 -> 2", "  labels.team: ops -> data"]
+    assert api.backend.definitions[-1].labels == {"team": "data"}
+    code, _, err = horae(capsys, "triggers", "amend", "other", "-f", str(path))
+    assert code == 2 and "the document's id 'nightly' is not 'other'" in err
+    code, _, err = horae(capsys, "triggers", "create")
+    assert code == 2 and "ID (the trigger id) or -f FILE is required" in err
+    code, _, err = horae(capsys, "triggers", "amend", "nightly")
+    assert code == 2 and "-f FILE or --set PATH=VALUE is required" in err
