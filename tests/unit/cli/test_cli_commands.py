@@ -100,6 +100,10 @@ def test_without_a_token_401_says_how_to_get_one(
 ) -> None:
     code, _, err = horae(capsys, "triggers", "list", "--token", "none")
     assert code == 1 and "(401)" in err and "horae tokens issue" in err
+    forged = api.token("acme", ["author"])[:-4] + "AAAA"
+    code, out, err = horae(capsys, "triggers", "list", "--token", forged)
+    assert code == 1 and "(401)" in err
+    assert forged not in out + err and forged[-20:] not in out + err  # never echoed
 
 
 def test_a_read_token_may_not_write(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
@@ -326,3 +330,21 @@ def test_create_and_amend_from_a_document(
     assert code == 2 and "ID (the trigger id) or -f FILE is required" in err
     code, _, err = horae(capsys, "triggers", "amend", "nightly")
     assert code == 2 and "-f FILE or --set PATH=VALUE is required" in err
+
+
+def test_prune_with_a_label_deletes_only_among_its_triggers(
+    api: Api, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    create(capsys, "ops-old")  # labelled team=ops
+    code, _, err = horae(
+        capsys, "triggers", "create", "data-job", "--every", "3600", "--topic", "events.acme",
+        "--label", "team=data",
+    )  # fmt: skip
+    assert code == 0, err
+    (tmp_path / "nightly.yaml").write_text(NIGHTLY)  # team=ops
+    code, out, _ = horae(capsys, "apply", "-f", str(tmp_path), "--prune", "--label", "team:ops",
+                         "--yes")  # fmt: skip
+    assert code == 0
+    assert "- delete ops-old (version 1)" in out and "data-job" not in out
+    code, out, _ = horae(capsys, "triggers", "list", "--json")
+    assert sorted(t["trigger_id"] for t in json.loads(out)) == ["data-job", "nightly"]
