@@ -185,7 +185,7 @@ class PostgresHistory:
             LatenessRow(r["fires"], r["p50"], r["p99"], r["max"], r["missed"], r["trigger_id"])
             for r in self.queries.lateness_summary(tenant, since, until, trigger_id)
         ]
-        total = rows[0] if rows and rows[0].trigger_id is None else None
+        total = next((r for r in rows if r.trigger_id is None), None)
         per = [r for r in rows if r.trigger_id is not None]
         return total or LatenessRow(0, None, None, None, 0), per
 
