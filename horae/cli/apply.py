@@ -456,9 +456,12 @@ def _apply(settings: Settings, args: argparse.Namespace) -> int:
                     done += 1
                     if not args.json:
                         print(f"{step.action}d {step.trigger_id}")
-            except ApiError as exc:
+            except (ApiError, ApiUnreachable) as exc:
                 step = result.steps[done]
-                print(f"{name}: {step.action} {step.trigger_id} refused", file=sys.stderr)
+                print(
+                    f"{name}: {step.action} {step.trigger_id} failed after {done} step(s) done",
+                    file=sys.stderr,
+                )
                 return cli.failed(name, exc)
             if not args.json:
                 print(f"Applied: {done} step(s).")

@@ -284,7 +284,7 @@ def test_apply_stops_at_a_refused_step(
     bad = {**HOURLY, "id": "a-bad", "recurrence": {"kind": "cron", "expr": "61 * * * *"}}
     (tmp_path / "t.json").write_text(json.dumps([bad, {**HOURLY, "id": "b-good"}]))
     code, out, err = horae(capsys, "apply", "-f", str(tmp_path), "--yes")
-    assert code == 1 and "create a-bad refused" in err and "(422)" in err
+    assert code == 1 and "create a-bad failed after 0 step(s) done" in err and "(422)" in err
     assert "+ create a-bad" in out and "created" not in out
     assert api.backend.definitions == []
 
