@@ -11,6 +11,7 @@ Usage::
     horae triggers show ID
     horae triggers amend ID [-f FILE] [--set PATH=VALUE]... [--if-version N]
     horae triggers pause|resume|delete|run ID
+    horae triggers next ID [-n N]              (the stored version's next instants, local time)
     horae history TRIGGER [--from T] [--to T] [--state S] [--limit N]
     horae lateness [TRIGGER] [--from T] [--to T]
     horae backfill TRIGGER --from T --to T [--reason TEXT] [--yes]
@@ -253,7 +254,7 @@ def lateness_table(summary: JSON) -> str:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    text = "create, list, show, amend, pause, resume, delete or run triggers (HTTP API)"
+    text = "create, list, show, amend, pause, resume, delete, run triggers (HTTP API)"
     triggers = subparsers.add_parser("triggers", help=text, description=text)
     sub = triggers.add_subparsers(dest="triggers_command", metavar="ACTION", required=True)
 
@@ -319,6 +320,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         p.add_argument("trigger", metavar="ID")
         add_connection_flags(p)
         p.set_defaults(func=_act)
+
+    text = "the next instants of a stored trigger: UTC, local time, offset, DST note, jitter"
+    upcoming = sub.add_parser("next", help=text, description=text)
+    upcoming.add_argument("trigger", metavar="ID")
+    upcoming.add_argument("-n", type=int, default=10, help="how many, 1..1000 (default 10)")
+    add_connection_flags(upcoming)
+    upcoming.set_defaults(func=_next_of)
 
     text = "a trigger's instants: state, lane, lateness, cause, outcome"
     history = subparsers.add_parser("history", help=text, description=text)
@@ -548,6 +556,25 @@ def _act(settings: Settings, args: argparse.Namespace) -> int:
         print(f"run {args.trigger}: fire {fire} (command {command})")
     else:
         print(f"{act} {args.trigger}: accepted (command {result.get('command_id')})")
+    return 0
+
+
+def occurrences_table(items: Iterable[JSON]) -> str:
+    headers = ("UTC", "LOCAL", "OFFSET", "DST", "JITTER_MS")
+    keys = ("utc", "local", "offset", "dst_note", "jitter_ms")
+    return table(headers, ([o.get(k) for k in keys] for o in items))
+
+
+def _next_of(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        with open_client(settings, args) as api:
+            rows = api.next(args.trigger, args.n)
+    except (ApiError, ApiUnreachable) as exc:
+        return failed("horae triggers next", exc)
+    if args.json:
+        _print_json(rows)
+    else:
+        print(occurrences_table(rows))
     return 0
 
 

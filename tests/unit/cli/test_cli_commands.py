@@ -348,3 +348,16 @@ def test_prune_with_a_label_deletes_only_among_its_triggers(
     assert "- delete ops-old (version 1)" in out and "data-job" not in out
     code, out, _ = horae(capsys, "triggers", "list", "--json")
     assert sorted(t["trigger_id"] for t in json.loads(out)) == ["data-job", "nightly"]
+
+
+def test_next_instants_with_local_time(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    create(capsys)  # 09:00 Europe/Berlin
+    code, out, err = horae(capsys, "triggers", "next", "nightly", "-n", "2")
+    assert code == 0, err
+    assert [line.split() for line in out.splitlines()] == [
+        ["UTC", "LOCAL", "OFFSET", "DST", "JITTER_MS"],
+        ["2026-06-02T07:00:00Z", "2026-06-02T09:00:00+02:00", "+02:00", "-", "0"],
+        ["2026-06-03T07:00:00Z", "2026-06-03T09:00:00+02:00", "+02:00", "-", "0"],
+    ]
+    code, _, err = horae(capsys, "triggers", "next", "nightly", "-n", "0")
+    assert code == 1 and "(422)" in err
