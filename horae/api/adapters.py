@@ -175,7 +175,7 @@ class PostgresHistory:
         return _page(page)
 
     def fire(self, tenant: str, fire_key: str) -> FireStory | None:
-        found = self.queries.fire(tenant, fire_key)
+        found = self.queries.fire_story(tenant, fire_key)
         return None if found is None else FireStory(found.fire, found.attempts, found.outcome)
 
     def lateness(

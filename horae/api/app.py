@@ -634,7 +634,11 @@ def create_app(
         return JSONResponse(
             _text(
                 {
-                    "fire": _history_item(story.fire) | {"trigger_id": story.fire["trigger_id"]},
+                    "fire": _history_item(story.fire)
+                    | {
+                        "trigger_id": story.fire["trigger_id"],
+                        "command_id": story.fire.get("command_id"),
+                    },
                     "attempts": story.attempts,
                     "outcome": story.outcome,
                 }

@@ -24,9 +24,10 @@ NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 KEYS = {"k1": "first-token-key-of-the-unit-tests-0", "k2": "second-token-key-of-the-unit-tests"}
 
 
-def settings(**api: Any) -> Settings:
+def settings(shared: dict[str, Any] | None = None, **api: Any) -> Settings:
     return Settings.model_validate(
         {
+            **(shared or {}),
             "tenant_keys": {"acme": {"acme-1": "acme-secret"}, "globex": {"globex-1": "g-secret"}},
             "platform_key": "platform-secret",
             "tenant_grants": {"acme": {"horizon_max_s": 172_800}},
@@ -87,11 +88,11 @@ class Api:
         return {"Authorization": f"Bearer {token}", **extra}
 
 
-def make_api(auto_project: bool = True, **api: Any) -> Api:
+def make_api(auto_project: bool = True, shared: dict[str, Any] | None = None, **api: Any) -> Api:
     clock = Clock()
     backend = MemoryBackend(auto_project=auto_project)
     app = create_app(
-        settings(**api),
+        settings(shared, **api),
         backend,
         backend,
         addresses=AddressPolicy(resolver=resolve),
