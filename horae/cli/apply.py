@@ -33,7 +33,8 @@ refuses unless ``--yes``) and applies it step by step: create, amend with ``If-M
 version the plan read (a trigger changed since answers 412 and the apply stops: run it again),
 delete. It stops at the first refused step (exit 1, what was done is printed); applying the same
 files again plans nothing. :func:`plan` is a pure function and :func:`execute` runs a plan
-against any :class:`TriggerStore`.
+against any :class:`TriggerStore`. ``horae triggers export`` prints stored triggers as these
+documents (:func:`compact`, :func:`to_yaml`).
 """
 
 from __future__ import annotations
@@ -331,6 +332,43 @@ def normalize(document: Mapping[str, Any], *, stored: bool = False) -> Doc:
         with contextlib.suppress(binascii.Error, UnicodeDecodeError):
             full["payload"] = base64.b64decode(payload["base64"]).decode("utf-8")
     return full
+
+
+def compact(full: Doc) -> Doc:
+    """A full-form document with every field equal to its default left out (the kinds of the
+    recurrence and the target kept): what a person would write. ``normalize(compact(d)) == d``."""
+    kinds = {
+        "recurrence": {"kind": full["recurrence"]["kind"]},
+        "target": {"kind": full["target"]["kind"]},
+    }
+    return _without(full, normalize(kinds), keep=kinds)
+
+
+def _without(value: Doc, default: Doc, keep: Doc) -> Doc:
+    out: Doc = {}
+    for key, item in value.items():
+        base, kept = default.get(key, ABSENT), keep.get(key, ABSENT)
+        if isinstance(item, dict) and isinstance(base, dict) and item:
+            inner = _without(item, base, kept if isinstance(kept, dict) else {})
+            if inner:
+                out[key] = inner
+        elif kept is not ABSENT or item != base or type(item) is not type(base):
+            out[key] = item
+    return out
+
+
+def to_yaml(documents: Iterable[Doc]) -> str:
+    """Documents as one multi-document YAML text (keys in their order) that
+    :func:`read_documents` reads back equal: characters as they are where that holds, else
+    escaped (YAML takes some Unicode characters, e.g. U+0085, for line breaks)."""
+    return "---\n".join(_yaml(d) for d in documents)
+
+
+def _yaml(document: Doc) -> str:
+    text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    if yaml.load(text, Loader=_Loader) == document:
+        return text
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=False)
 
 
 def trigger_in(trigger_id: str, document: Doc) -> Doc:

@@ -12,6 +12,7 @@ Usage::
     horae triggers amend ID [-f FILE] [--set PATH=VALUE]... [--if-version N]
     horae triggers pause|resume|delete|run ID
     horae triggers next ID [-n N]              (the stored version's next instants, local time)
+    horae triggers export [ID...] [--label KEY:VALUE]   (YAML documents for ``horae apply``)
     horae history TRIGGER [--from T] [--to T] [--state S] [--limit N]
     horae lateness [TRIGGER] [--from T] [--to T]
     horae backfill TRIGGER --from T --to T [--reason TEXT] [--yes]
@@ -328,6 +329,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_connection_flags(upcoming)
     upcoming.set_defaults(func=_next_of)
 
+    text = "print stored triggers as the documents horae apply reads (defaults left out)"
+    export = sub.add_parser("export", help=text, description=text)
+    export.add_argument("triggers", nargs="*", metavar="ID", help="these (default: every one)")
+    export.add_argument("--label", metavar="KEY:VALUE", default=None, help="only this label")
+    add_connection_flags(export)
+    export.set_defaults(func=_export)
+
     text = "a trigger's instants: state, lane, lateness, cause, outcome"
     history = subparsers.add_parser("history", help=text, description=text)
     history.add_argument("trigger", metavar="TRIGGER")
@@ -575,6 +583,29 @@ def _next_of(settings: Settings, args: argparse.Namespace) -> int:
         _print_json(rows)
     else:
         print(occurrences_table(rows))
+    return 0
+
+
+def _export(settings: Settings, args: argparse.Namespace) -> int:
+    from horae.cli.apply import compact, normalize, to_yaml
+
+    try:
+        with open_client(settings, args) as api:
+            if args.triggers:
+                stored = [api.get(t).trigger for t in args.triggers]
+            else:
+                stored = list(api.list_all(label=args.label))
+    except (ApiError, ApiUnreachable) as exc:
+        return failed("horae triggers export", exc)
+    documents = [
+        {"id": t["trigger_id"], **compact(normalize(t, stored=True))}
+        for t in stored
+        if t.get("state") != "deleted"
+    ]
+    if args.json:
+        _print_json(documents)
+    else:
+        print(to_yaml(documents), end="")
     return 0
 
 

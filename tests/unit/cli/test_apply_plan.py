@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from horae.cli.apply import (
@@ -21,11 +21,13 @@ from horae.cli.apply import (
     DocumentError,
     Step,
     _Loader,
+    compact,
     diff,
     execute,
     normalize,
     plan,
     read_documents,
+    to_yaml,
 )
 
 
@@ -130,6 +132,7 @@ states = st.dictionaries(ids, documents, max_size=6)
 versions = st.integers(1, 50)
 
 
+@settings(deadline=None)  # file I/O and the schema walk: timing varies on a shared CI box
 @given(states, st.dictionaries(ids, st.tuples(documents, versions), max_size=6))
 def test_applying_the_plan_gives_the_desired_state(
     desired: dict[str, Doc], stored: dict[str, tuple[Doc, int]]
@@ -146,12 +149,14 @@ def test_applying_the_plan_gives_the_desired_state(
     assert store.documents() == {**kept, **desired}
 
 
+@settings(deadline=None)  # file I/O and the schema walk: timing varies on a shared CI box
 @given(states, versions)
 def test_a_state_planned_against_itself_plans_nothing(desired: dict[str, Doc], v: int) -> None:
     current = {t: Current(json.loads(json.dumps(d)), v) for t, d in desired.items()}
     assert plan(desired, current, prune=True).steps == ()
 
 
+@settings(deadline=None)  # file I/O and the schema walk: timing varies on a shared CI box
 @given(states, st.dictionaries(ids, st.tuples(documents, versions), max_size=6))
 def test_a_second_plan_after_applying_is_empty(
     desired: dict[str, Doc], stored: dict[str, tuple[Doc, int]]
@@ -279,3 +284,58 @@ def test_a_binary_payload_stays_base64() -> None:
     doc = {**_document(), "payload": {"base64": "/w=="}}
     assert normalize(doc)["payload"] == {"base64": "/w=="}
     assert normalize({**_document(), "payload": "hi"})["payload"] == "hi"
+
+
+# --- export: compact documents that read back as they were --------------------------------
+
+tricky = st.sampled_from(
+    ["yes", "on", "null", "~", "* * * * *", "0x10", "1e3", "2026-01-01T00:00:00Z", "a: b", "", "-"]
+)
+texts = st.one_of(tricky, st.text(max_size=8))
+recurrences = st.one_of(
+    st.builds(lambda e, z: {"kind": "cron", "expr": e, "zone": z}, tricky, st.just("UTC")),
+    st.builds(lambda n: {"kind": "every", "interval_s": n}, st.integers(60, 10**6)),
+    st.builds(
+        lambda s: {"kind": "at", "instants": [f"2027-01-0{s}T00:00:00+01:00"]}, st.integers(1, 9)
+    ),
+)
+targets = st.one_of(
+    st.builds(
+        lambda u: {"kind": "webhook", "url": f"https://h.example/{u}"}, st.text("ab", max_size=3)
+    ),
+    st.just({"kind": "event", "topic": "events.acme"}),
+)
+policies = st.fixed_dictionaries(
+    {},
+    optional={
+        "misfire": st.sampled_from(["skip", "fire_once", "fire_all"]),
+        "jitter_s": st.integers(0, 600),
+        "retry": st.fixed_dictionaries(
+            {}, optional={"base_s": st.floats(0, 10), "max_attempts": st.integers(1, 9)}
+        ),
+    },
+)
+trigger_documents = st.fixed_dictionaries(
+    {"recurrence": recurrences, "target": targets},
+    optional={
+        "policies": policies,
+        "labels": st.dictionaries(st.text("abc", min_size=1, max_size=3), texts, max_size=3),
+        "description": st.one_of(st.none(), texts),
+        "payload": texts,
+    },
+)
+
+
+@settings(deadline=None)  # file I/O and the schema walk: timing varies on a shared CI box
+@given(st.lists(trigger_documents, min_size=1, max_size=3))
+def test_exported_documents_read_back_to_the_same_full_form(
+    tmp_path_factory: pytest.TempPathFactory, docs: list[dict[str, Any]]
+) -> None:
+    full = {f"t{i}": normalize(d) for i, d in enumerate(docs)}
+    path = tmp_path_factory.mktemp("export") / "all.yaml"
+    path.write_text(to_yaml({"id": t, **compact(d)} for t, d in full.items()))
+    read = read_documents(str(path))
+    assert {t: normalize(d) for t, (_, d) in read.items()} == full
+    for d in full.values():
+        assert normalize(compact(d)) == d
+        assert set(compact(d)) <= set(d)

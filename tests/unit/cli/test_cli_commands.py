@@ -361,3 +361,35 @@ def test_next_instants_with_local_time(api: Api, capsys: pytest.CaptureFixture[s
     ]
     code, _, err = horae(capsys, "triggers", "next", "nightly", "-n", "0")
     assert code == 1 and "(422)" in err
+
+
+def test_export_prints_documents_apply_reads_back_unchanged(
+    api: Api, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    create(capsys)
+    code, _, err = horae(
+        capsys, "triggers", "create", "every-min", "--cron", "* * * * *", "--topic",
+        "events.acme", "--description", "on: yes",
+    )  # fmt: skip
+    assert code == 0, err
+    assert horae(capsys, "triggers", "amend", "nightly", "--set", "policies.misfire=skip")[0] == 0
+    code, out, err = horae(capsys, "triggers", "export")
+    assert code == 0, err
+    assert out.split("---\n")[1] == NIGHTLY.replace(
+        "labels: {team: ops}\n", "policies:\n  misfire: skip\nlabels:\n  team: ops\n"
+    ).replace("recurrence: {kind: cron, expr: \"0 9 * * *\", zone: Europe/Berlin}\n",
+              "recurrence:\n  kind: cron\n  expr: 0 9 * * *\n  zone: Europe/Berlin\n").replace(
+        f'target: {{kind: webhook, url: "{URL}", secret_refs: [acme-hook]}}\n',
+        f"target:\n  kind: webhook\n  url: {URL}\n  secret_refs:\n  - acme-hook\n",
+    )  # fmt: skip
+    (tmp_path / "all.yaml").write_text(out)
+    assert horae(capsys, "diff", "-f", str(tmp_path), "--prune")[:2] == (0, "No changes.\n")
+    code, out, _ = horae(capsys, "triggers", "export", "every-min", "--json")
+    assert json.loads(out) == [
+        {
+            "id": "every-min",
+            "recurrence": {"kind": "cron", "expr": "* * * * *"},
+            "target": {"kind": "event", "topic": "events.acme"},
+            "description": "on: yes",
+        }
+    ]
