@@ -1,8 +1,8 @@
 """The tenant CLI as a person runs it, in subprocesses, against a real ``horae api`` on a free
 port with a planner and a projector on the running stack (topics under this test's prefix, read
 models in a schema of its own): ``horae diff`` / ``apply`` twice (the second plans nothing),
-``horae triggers create/list/show/pause/resume/run``, ``horae history`` showing the manual
-fire, ``horae diff`` exit codes."""
+``horae triggers create/list/export/show/pause/resume/run``, ``horae history`` showing the
+manual fire, ``horae diff`` exit codes."""
 
 from __future__ import annotations
 
@@ -155,6 +155,9 @@ def test_the_tenant_cli_against_a_running_api(running: Running, tmp_path: Path) 
         ["every-minute", "live", "1"],
         ["hourly", "live", "1"],
     ]
+    exported = tmp_path / "exported.yaml"  # every stored trigger as apply documents
+    exported.write_text(running.ok("triggers", "export"))
+    assert running.horae("diff", "-f", str(exported), "--prune")[:2] == (0, "No changes.\n")
     card = running.ok("triggers", "show", "hourly")
     assert "schedule     every 3600s" in card and "misfire      skip" in card
     assert json.loads(running.ok("triggers", "show", "hourly", "--json"))["version"] == 1
