@@ -28,13 +28,15 @@ Pausing and resuming are acts, not definitions (``horae triggers pause|resume``)
 trigger whose definition matches plans nothing.
 
 ``diff`` prints the plan and exits 2 when it has steps, 0 when none (1 on an error).
-``apply`` prints the plan, asks for confirmation (``--yes``: does not ask; without a terminal it
-refuses unless ``--yes``) and applies it step by step: create, amend with ``If-Match`` on the
-version the plan read (a trigger changed since answers 412 and the apply stops: run it again),
-delete. It stops at the first refused step (exit 1, what was done is printed); applying the same
-files again plans nothing. :func:`plan` is a pure function and :func:`execute` runs a plan
-against any :class:`TriggerStore`. ``horae triggers export`` prints stored triggers as these
-documents (:func:`compact`, :func:`to_yaml`).
+``apply`` prints the plan, asks for confirmation (a line ``y`` on stdin; ``--yes``: does not
+ask, and is required with ``-f -``) and applies it step by step: create, amend with
+``If-Match`` on the version the plan read (a trigger changed since answers 412 and the apply
+stops: run it again), delete. It stops at the first refused step (exit 1, what was done is
+printed); applying the same files again plans nothing. A stored trigger with a field this
+version does not know stops the plan (exit 1) rather than being planned around.
+:func:`plan` is a pure function and :func:`execute` runs a plan against any
+:class:`TriggerStore`. ``horae triggers export`` prints stored triggers as these documents
+(:func:`compact`, :func:`to_yaml`).
 """
 
 from __future__ import annotations
@@ -384,7 +386,7 @@ def current_triggers(
     read model, which may lag behind a write this API just acknowledged; a read by id sees it)."""
     found: dict[str, Current] = {}
     for item in api.list_all(label=label):
-        found[str(item["trigger_id"])] = Current(normalize(item, stored=True), int(item["version"]))
+        found[str(item["trigger_id"])] = Current(_stored(item), int(item["version"]))
     for trigger_id in sorted(set(named) - set(found)):
         try:
             stored = api.get(trigger_id)
@@ -393,8 +395,18 @@ def current_triggers(
                 continue
             raise
         if stored.trigger.get("state") != "deleted":
-            found[trigger_id] = Current(normalize(stored.trigger, stored=True), stored.version)
+            found[trigger_id] = Current(_stored(stored.trigger), stored.version)
     return found
+
+
+def _stored(trigger: Doc) -> Doc:
+    try:
+        return normalize(trigger, stored=True)
+    except DocumentError as exc:  # a field this version does not know: never plan around it
+        raise DocumentError(
+            f"stored trigger {trigger.get('trigger_id')!r}: {exc} (the API is newer than this "
+            "horae: upgrade it)"
+        ) from exc
 
 
 class ApiStore:
@@ -479,6 +491,9 @@ def _diff(settings: Settings, args: argparse.Namespace) -> int:
 
 def _apply(settings: Settings, args: argparse.Namespace) -> int:
     name = "horae apply"
+    if args.file == "-" and not args.yes:
+        print(f"{name}: -f - reads the documents from stdin: add --yes", file=sys.stderr)
+        return 2
     try:
         with cli.open_client(settings, args) as api:
             result = _planned(api, args)

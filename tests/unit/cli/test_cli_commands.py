@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from horae.api.client import ApiClient
+from horae.api.client import ApiClient, Page
 from horae.cli import triggers
 from horae.cli.main import main
 from horae.contracts import events as ev
@@ -393,3 +393,29 @@ def test_export_prints_documents_apply_reads_back_unchanged(
             "description": "on: yes",
         }
     ]
+
+
+def test_apply_from_stdin_needs_yes(
+    api: Api, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(NIGHTLY))
+    code, _, err = horae(capsys, "apply", "-f", "-")
+    assert code == 2 and "add --yes" in err and api.backend.definitions == []
+    monkeypatch.setattr("sys.stdin", io.StringIO(NIGHTLY))
+    code, out, err = horae(capsys, "apply", "-f", "-", "--yes")
+    assert code == 0, err
+    assert "created nightly" in out and api.backend.definitions[-1].trigger_id == "nightly"
+
+
+def test_a_stored_field_this_cli_does_not_know_stops_the_plan(
+    api: Api, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(capsys)
+    newer = {**json.loads(horae(capsys, "triggers", "show", "nightly", "--json")[1])}
+    newer["recurrence"] = {**newer["recurrence"], "leap_policy": "smear"}
+    monkeypatch.setattr(ApiClient, "list_page", lambda self, **_: Page([newer], None))
+    (tmp_path / "nightly.yaml").write_text(NIGHTLY)
+    code, out, err = horae(capsys, "diff", "-f", str(tmp_path))
+    assert code == 1 and out == ""
+    assert "stored trigger 'nightly': recurrence.leap_policy: unknown field" in err
+    assert "upgrade" in err
