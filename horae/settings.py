@@ -6,7 +6,9 @@ reads one environment variable: ``HORAE_<FIELD>`` for the shared ones,
 ``HORAE_<SECTION>_<FIELD>`` for a section's (``settings.planner.tick_s`` <-
 ``HORAE_PLANNER_TICK_S``). This module is the only place that reads ``HORAE_*``; the CLI derives
 each command's flags from the same fields (:mod:`horae.cli.common`), and everything else is
-handed the values it needs.
+handed the values it needs. One exception, on the client side: the tenant CLI's connection to
+the API (``HORAE_API_URL``, ``HORAE_API_TOKEN``) is :class:`horae.cli.triggers.ClientSettings`,
+with flags ``--api-url`` and ``--token`` (the server's ``api`` section is not the client's).
 
 Keys and secrets are :class:`~pydantic.SecretStr` (``repr`` and ``str`` show ``**********``;
 ``.get_secret_value()`` reads them); the database URLs, which may hold passwords, are left out
