@@ -208,6 +208,11 @@ class ApiSettings(BaseSettings):
     verification_ttl_s: int = Field(
         default=30 * 86400, description="how long a verified target host stays verified"
     )
+    require_verified_targets: bool = Field(
+        default=True,
+        description="refuse webhook triggers whose host the tenant has not verified "
+        "(POST /v1/targets/verifications)",
+    )
 
 
 class DevSettings(BaseSettings):

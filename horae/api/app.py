@@ -37,6 +37,7 @@ from horae.api.service import (
     not_found,
     upcoming,
 )
+from horae.api.verification import Fetch, MemoryVerifications, VerificationStore, http_fetch
 from horae.contracts import events as ev
 from horae.contracts.ingress import NAME
 from horae.outbound.ssrf import AddressPolicy
@@ -216,11 +217,15 @@ def create_app(
     history: HistorySource,
     *,
     addresses: AddressPolicy | None = None,
+    verifications: VerificationStore | None = None,
+    fetch: Fetch | None = None,
     clock: Callable[[], datetime] | None = None,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> FastAPI:
     """The API over ``sink`` (definitions and commands topics) and ``history`` (read models);
-    ``addresses``: the SSRF policy (default: the dispatcher's allowlist, system resolver)."""
+    ``addresses``: the SSRF policy (default: the dispatcher's allowlist, system resolver);
+    ``verifications`` / ``fetch``: target ownership records (default: in this process) and how
+    the well-known answer is fetched (default: HTTP)."""
     api = settings.api
     keys = {kid: secret.get_secret_value() for kid, secret in api.token_keys.items()}
     service = Service(
@@ -228,6 +233,8 @@ def create_app(
         sink,
         history,
         addresses or AddressPolicy(settings.dispatcher.allow),
+        verifications or MemoryVerifications(),
+        fetch or http_fetch,
         clock or (lambda: datetime.now(UTC)),
         monotonic,
     )
@@ -810,6 +817,76 @@ def create_app(
         stored = await run_in_threadpool(service.publish, amended, held)
         return JSONResponse(
             {"version": stored.definition.version}, status_code=202, headers=_etag(stored)
+        )
+
+    # --- target ownership ----------------------------------------------------------------
+    challenge_out = {
+        "type": "object",
+        "required": ["host", "challenge", "well_known_url", "expires_at"],
+        "properties": {
+            "host": {"type": "string"},
+            "challenge": {"type": "string"},
+            "well_known_url": {"type": "string"},
+            "expires_at": {"type": "string", "format": "date-time"},
+            "answer": {"type": "string"},
+        },
+    }
+    check_out = {
+        "type": "object",
+        "required": ["host", "state", "detail"],
+        "properties": {
+            "host": {"type": "string"},
+            "state": {"type": "string", "enum": ["verified", "failed"]},
+            "detail": {"type": "string"},
+            "verified_until": {"type": ["string", "null"], "format": "date-time"},
+        },
+    }
+
+    @app.post(
+        "/v1/targets/verifications",
+        tags=["targets"],
+        status_code=201,
+        openapi_extra=_obj_body({"url": {"type": "string"}}, ["url"]),
+        responses=_ok(201, challenge_out, "Created"),
+    )
+    async def verification(request: Request, who: Author) -> Response:
+        body = await body_of(request)
+        made = await service.challenge(
+            who.tenant, body.get("url") if isinstance(body, dict) else None
+        )
+        answer = "hex HMAC-SHA256(one of the tenant's webhook secrets, "
+        answer += f"'horae-verification:{who.tenant}:{made.host}:{made.token}')"
+        return JSONResponse(
+            _text(
+                {
+                    "host": made.host,
+                    "challenge": made.token,
+                    "well_known_url": made.well_known_url,
+                    "expires_at": made.expires_at,
+                    "answer": answer,
+                }
+            ),
+            status_code=201,
+        )
+
+    @app.post(
+        "/v1/targets/verifications/{host}/check",
+        tags=["targets"],
+        responses=_ok(200, check_out),
+    )
+    async def verification_check(
+        host: Annotated[str, Path(max_length=300)], who: Author
+    ) -> Response:
+        ok, why, until = await service.check_challenge(who.tenant, host)
+        return JSONResponse(
+            _text(
+                {
+                    "host": host.lower(),
+                    "state": "verified" if ok else "failed",
+                    "detail": why,
+                    "verified_until": until,
+                }
+            )
         )
 
     # --- platform ------------------------------------------------------------------------

@@ -30,6 +30,16 @@ from typing import Any
 from horae.api.auth import Principal
 from horae.api.ports import DefinitionSink, HistorySource, StoredTrigger
 from horae.api.schemas import FILLED
+from horae.api.verification import (
+    CHALLENGE_TTL_S,
+    WELL_KNOWN,
+    Challenge,
+    Fetch,
+    VerificationStore,
+    host_of,
+    how_to_verify,
+    matches,
+)
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts._reflect import to_avro
@@ -50,7 +60,7 @@ from horae.outbound.ssrf import AddressPolicy, AddressRefused, ResolutionError
 from horae.settings import Settings
 
 API_KEY_ID = "api-token"  # the key id the token's roles are checked under (never signs)
-CONFIRM_TTL_S = 600
+CONFIRM_TTL_S = 600  # a backfill confirm token
 
 
 class ApiError(Exception):
@@ -97,6 +107,8 @@ class Service:
     sink: DefinitionSink
     history: HistorySource
     addresses: AddressPolicy
+    verifications: VerificationStore
+    fetch: Fetch
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     monotonic: Callable[[], float] = time.monotonic
 
@@ -233,17 +245,72 @@ class Service:
             raise ApiError(403, "Forbidden", refused.detail.replace(repr(API_KEY_ID), "token"))
 
     async def check_target(self, d: ev.TriggerDefinition) -> None:
-        """The dispatcher's SSRF policy on a webhook URL (422 naming the reason)."""
+        """The dispatcher's SSRF policy on a webhook URL, then (``api.require_verified_targets``)
+        the tenant's verification of its host (422 naming the reason and how to verify)."""
         if d.target.kind is not ev.TargetKind.WEBHOOK or d.state is ev.DefinitionState.DELETED:
             return
+        url = d.target.url or ""
+        await self.check_address(url, "target.url")
+        if not self.settings.api.require_verified_targets:
+            return
+        host, _ = host_of(url)
+        until = self.verifications.verified_until(d.tenant, host)
+        if until is None or until <= self.clock():
+            raise invalid("target.url", how_to_verify(host, url))
+
+    async def check_address(self, url: str, field: str) -> None:
+        """422 unless the dispatcher's SSRF policy allows ``url``."""
         try:
-            await self.addresses.check(d.target.url or "")
+            await self.addresses.check(url)
         except AddressRefused as exc:
-            raise invalid("target.url", f"refused by the SSRF policy: {exc}") from None
+            raise invalid(field, f"refused by the SSRF policy: {exc}") from None
         except ResolutionError as exc:
-            raise invalid("target.url", f"does not resolve: {exc}") from None
+            raise invalid(field, f"does not resolve: {exc}") from None
         except ValueError as exc:
-            raise invalid("target.url", str(exc)) from None
+            raise invalid(field, str(exc)) from None
+
+    # --- target ownership verification --------------------------------------------------
+    def tenant_secrets(self, tenant: str) -> list[str]:
+        refs = self.settings.dispatcher.webhook_secrets.get(tenant, {})
+        return [secret.get_secret_value() for secret in refs.values()]
+
+    async def challenge(self, tenant: str, url: Any) -> Challenge:
+        """A new challenge for the host of ``url`` (422 for a URL the dispatcher would refuse,
+        or a tenant without a webhook secret to sign the answer with)."""
+        if not isinstance(url, str):
+            raise invalid("url", "expected the webhook URL")
+        try:
+            host, origin = host_of(url)
+        except ValueError as exc:
+            raise invalid("url", str(exc)) from None
+        await self.check_address(url, "url")
+        if not self.tenant_secrets(tenant):
+            raise invalid("url", f"tenant {tenant!r} has no webhook secret to sign the answer")
+        token = uuid.uuid4().hex
+        expires = self.clock() + timedelta(seconds=CHALLENGE_TTL_S)
+        made = Challenge(tenant, host, token, f"{origin}{WELL_KNOWN}{token}", expires)
+        self.verifications.put_challenge(made)
+        return made
+
+    async def check_challenge(self, tenant: str, host: str) -> tuple[bool, str, datetime | None]:
+        """(verified, why, until): fetch the well-known answer and compare."""
+        made = self.verifications.challenge(tenant, host.lower())
+        if made is None:
+            raise not_found(f"challenge for host {host!r} (POST /v1/targets/verifications)")
+        if made.expires_at <= self.clock():
+            raise invalid("host", "the challenge expired: ask for a new one")
+        await self.check_address(made.well_known_url, "host")
+        try:
+            status, body = await self.fetch(made.well_known_url)
+        except Exception as exc:
+            return False, f"{made.well_known_url}: {type(exc).__name__}", None
+        if status != 200:
+            return False, f"{made.well_known_url} answered {status}", None
+        if not matches(body, self.tenant_secrets(tenant), tenant, made.host, made.token):
+            return False, "the answer is not the HMAC of the challenge with a webhook secret", None
+        until = self.clock() + timedelta(seconds=self.settings.api.verification_ttl_s)
+        self.verifications.verified(tenant, made.host, until)
+        return True, "verified", until
 
     def publish(self, d: ev.TriggerDefinition, prior: StoredTrigger | None) -> StoredTrigger:
         """Sign with the platform key, re-check with ingress on the exact bytes, produce, and

@@ -16,6 +16,7 @@ with warnings.catch_warnings():  # starlette deprecates httpx in its TestClient
 from horae.api.app import create_app
 from horae.api.auth import issue
 from horae.api.memory import MemoryBackend
+from horae.api.verification import MemoryVerifications
 from horae.contracts.events import Role
 from horae.outbound.ssrf import AddressPolicy
 from horae.settings import Settings
@@ -68,7 +69,8 @@ class Api:
     client: TestClient
     backend: MemoryBackend
     clock: Clock
-    tokens: dict[str, str] = field(default_factory=dict)
+    verifications: MemoryVerifications = field(default_factory=MemoryVerifications)
+    served: dict[str, tuple[int, bytes]] = field(default_factory=dict)
 
     def token(
         self, tenant: str, roles: Sequence[str], subject: str = "alice", kid: str = "k1"
@@ -91,15 +93,26 @@ class Api:
 def make_api(auto_project: bool = True, shared: dict[str, Any] | None = None, **api: Any) -> Api:
     clock = Clock()
     backend = MemoryBackend(auto_project=auto_project)
+    verifications = MemoryVerifications()
+    verifications.verified("acme", "hooks.acme.example", NOW + timedelta(days=365))
+    served: dict[str, tuple[int, bytes]] = {}
+
+    async def fetch(url: str) -> tuple[int, bytes]:
+        """What the tenant's host serves (``served``), else 404."""
+        return served.get(url, (404, b""))
+
     app = create_app(
         settings(shared, **api),
         backend,
         backend,
         addresses=AddressPolicy(resolver=resolve),
+        verifications=verifications,
+        fetch=fetch,
         clock=clock,
         monotonic=clock.monotonic,
     )
-    return Api(TestClient(app, raise_server_exceptions=False), backend, clock)
+    client = TestClient(app, raise_server_exceptions=False)
+    return Api(client, backend, clock, verifications, served)
 
 
 def cron(trigger_id: str = "nightly", expr: str = "0 9 * * *", **extra: Any) -> dict[str, Any]:

@@ -28,10 +28,12 @@ SCOPED: list[tuple[str, str, Any, str]] = [
     ("POST", "/v1/schedules/nightly/backfill", WINDOW, "policy"),
     ("POST", "/v1/schedules/nightly/horizon", {"horizon_s": 90_000}, "policy"),
     ("GET", "/v1/fires/acme-fire", None, "read"),
+    ("POST", "/v1/targets/verifications/hooks.acme.example/check", None, "author"),
 ]
 #: routes of the token's own tenant (no id to steal)
 UNSCOPED: list[tuple[str, str, Any, str]] = [
     ("POST", "/v1/schedules", cron("fresh"), "author"),
+    ("POST", "/v1/targets/verifications", {"url": "https://hooks.acme.example/x"}, "author"),
     ("GET", "/v1/schedules", None, "read"),
     ("POST", "/v1/dry-run", cron("dry"), "read"),
     ("GET", "/v1/lateness", None, "read"),
@@ -64,6 +66,12 @@ def seeded() -> Api:
             "lateness_ms": 5.0,
         }
     )
+    made = api.client.post(
+        "/v1/targets/verifications",
+        json={"url": "https://hooks.acme.example/x"},
+        headers=api.headers("acme", "author"),
+    )
+    assert made.status_code == 201
     return api
 
 
