@@ -1,19 +1,25 @@
-"""``horae api`` end to end, through HTTP only: a real API process with a planner and a
-projector on the running stack (topics under this test's prefix, read models in a schema of its
-own). Create → an immediate GET sees the version → the history shows fires → a manual run's
-predicted fire key appears → amend, pause, resume → backfill (cost, confirm) fires the window →
-the audit shows the acts. Also: the commands ``horae demo`` prints next are accepted by the API."""
+"""``horae api`` end to end, through HTTP only: a real API process with a planner, a projector and
+a dispatcher on the running stack (topics under this test's prefix, read models in a schema of its
+own), and a local receiver. A webhook trigger is refused until its host is verified (the
+receiver serves the challenge's answer), then delivers signed calls whose attempts and lateness
+the history shows. An event trigger: create → an immediate GET sees the version → the history
+shows fires → a manual run's predicted fire key appears → amend, pause, resume → backfill (cost,
+confirm) fires the window → the audit shows the acts."""
 
 from __future__ import annotations
 
+import base64
+import hmac
 import json
 import os
 import secrets
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +27,52 @@ import httpx
 import psycopg
 import pytest
 
+from horae.api.verification import expected_answer
 from horae.devstack.stack import Endpoints
+from horae.outbound.signing import body_signature, decode_secret
 from tests.net import free_ports, kill_all
 from tests.waiting import wait_until
 
 TENANT = "acme"
+
+
+class Receiver:
+    """A tenant's endpoint: serves verification answers and counts calls whose signature
+    verifies with the tenant's webhook secret."""
+
+    def __init__(self, secret: str) -> None:
+        key = decode_secret(secret)
+        self.answers: dict[str, bytes] = {}
+        self.verified: list[str] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                answer = receiver.answers.get(self.path)
+                self.send_response(200 if answer else 404)
+                self.end_headers()
+                self.wfile.write(answer or b"")
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                ok = hmac.compare_digest(
+                    body_signature(body, key), self.headers.get("X-Signature", "")
+                )
+                if ok:
+                    receiver.verified.append(self.headers.get("Idempotency-Key", ""))
+                self.send_response(200 if ok else 401)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 @dataclass
@@ -33,6 +80,8 @@ class Served:
     url: str
     headers: dict[str, str]
     logs: Path
+    receiver: Receiver
+    secret: str
 
     def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         headers = {**self.headers, **kwargs.pop("headers", {})}
@@ -62,6 +111,8 @@ def horae(env: dict[str, str], *args: str) -> str:
 def served(stack: Endpoints, topic_prefix: str, unique: str, tmp_path: Path) -> Iterator[Served]:
     schema = f"api{unique}"
     [port] = free_ports(1)
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+    receiver = Receiver(secret)
     env = dict(
         os.environ,
         HORAE_KAFKA_BOOTSTRAP=stack.kafka_bootstrap,
@@ -75,6 +126,9 @@ def served(stack: Endpoints, topic_prefix: str, unique: str, tmp_path: Path) -> 
         HORAE_API_PORT=str(port),
         HORAE_MIN_INTERVAL_S="1",
         HORAE_PLANNER_SLOT=f"api-{unique}",
+        HORAE_DISPATCHER_SLOT=f"api-{unique}",
+        HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps({TENANT: {"hook": secret}}),
+        HORAE_DISPATCHER_ALLOW=json.dumps(["127.0.0.1/32"]),
         HORAE_PROJECTOR_BATCH_MS="100",
         HORAE_LOG_LEVEL="WARNING",
     )
@@ -87,7 +141,7 @@ def served(stack: Endpoints, topic_prefix: str, unique: str, tmp_path: Path) -> 
     processes: list[subprocess.Popen[bytes]] = []
     url = f"http://127.0.0.1:{port}"
     try:
-        for name in ("planner", "projector", "api"):
+        for name in ("planner", "projector", "dispatcher", "api"):
             with (logs / f"{name}.log").open("wb") as log:
                 processes.append(
                     subprocess.Popen(
@@ -97,7 +151,7 @@ def served(stack: Endpoints, topic_prefix: str, unique: str, tmp_path: Path) -> 
                         stderr=subprocess.STDOUT,
                     )
                 )
-        served = Served(url, {}, logs)
+        served = Served(url, {}, logs, receiver, secret)
 
         def ready() -> bool:
             assert all(p.poll() is None for p in processes), served.tail()
@@ -124,12 +178,40 @@ def served(stack: Endpoints, topic_prefix: str, unique: str, tmp_path: Path) -> 
         yield served
     finally:
         kill_all(processes)
+        receiver.close()
         with psycopg.connect(stack.database_url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.mark.timeout(300)
-def test_create_read_history_commands_backfill_audit(served: Served) -> None:
+def test_webhook_after_verification_then_event_trigger_acts(served: Served) -> None:
+    hook_url = f"{served.receiver.origin}/hook"
+    webhook = {
+        "trigger_id": "hook",
+        "recurrence": {"kind": "cron", "expr": "*/2 * * * * *"},
+        "target": {"kind": "webhook", "url": hook_url, "secret_refs": ["hook"]},
+    }
+    refused = served.call("POST", "/v1/schedules", json=webhook)
+    assert refused.status_code == 422 and "/v1/targets/verifications" in refused.json()["detail"]
+    made = served.call("POST", "/v1/targets/verifications", json={"url": hook_url}).json()
+    path = made["well_known_url"].removeprefix(served.receiver.origin)
+    answer = expected_answer(served.secret, TENANT, made["host"], made["challenge"])
+    served.receiver.answers[path] = answer.encode()
+    check = served.call("POST", f"/v1/targets/verifications/{made['host']}/check").json()
+    assert check["state"] == "verified", check
+    created = served.call("POST", "/v1/schedules", json=webhook)
+    assert created.status_code == 201, created.text
+
+    def delivered() -> list[dict[str, Any]]:
+        items = served.call("GET", "/v1/schedules/hook/history").json()["items"]
+        return [i for i in items if i["attempts"] >= 1 and i["lateness_ms"] is not None]
+
+    fires = wait_until(delivered, timeout_s=90, message=served.tail)
+    assert fires[0]["fire_key"] in served.receiver.verified
+    story = served.call("GET", f"/v1/fires/{fires[0]['fire_key']}").json()
+    assert story["attempts"][0]["http_status"] == 200
+    late = served.call("GET", "/v1/schedules/hook/lateness").json()
+    assert late["fires"] >= 1 and late["max_ms"] is not None
     body = {
         "trigger_id": "beat",
         "recurrence": {"kind": "cron", "expr": "*/2 * * * * *"},
