@@ -279,7 +279,18 @@ def test_webhook_after_verification_then_event_trigger_acts(served: Served) -> N
     assert all(a["tenant"] == TENANT and a["allowed"] for a in entries)
     late = served.call("GET", "/v1/schedules/beat/lateness").json()
     assert set(late) >= {"fires", "p50_ms", "p99_ms", "max_ms", "missed"}
-    events = served.call("GET", "/v1/schedules/beat/events").json()
-    assert "items" in events
+
+    def event_types() -> set[str]:
+        items = served.call("GET", "/v1/schedules/beat/events?limit=1000").json()["items"]
+        types = {e["type"] for e in items}
+        wanted = {"schedule.triggered", "schedule.paused", "schedule.resumed"}
+        return types if wanted <= types else set()
+
+    # the tenant's events topic had them: the projector read them from there
+    wait_until(event_types, timeout_s=60, message=served.tail)
+    # the amended version fires: its instants carry version 2 in the history
+    wait_until(
+        lambda: 2 in {i["trigger_version"] for i in fired()}, timeout_s=60, message=served.tail
+    )
     other = served.call("GET", "/v1/schedules/nope")
     assert other.status_code == 404 and other.headers["content-type"] == "application/problem+json"
