@@ -29,6 +29,7 @@ from horae.api.auth import Principal, TokenError, verify
 from horae.api.ports import BadCursor, DefinitionSink, HistorySource, LatenessRow, StoredTrigger
 from horae.api.schemas import components
 from horae.api.service import (
+    CONFIRM_TTL_S,
     ApiError,
     Service,
     backfill_cost,
@@ -38,6 +39,7 @@ from horae.api.service import (
     upcoming,
 )
 from horae.api.verification import Fetch, MemoryVerifications, VerificationStore, http_fetch
+from horae.cli.tenants import tenant_command
 from horae.contracts import events as ev
 from horae.contracts.ingress import NAME
 from horae.outbound.ssrf import AddressPolicy
@@ -429,7 +431,16 @@ def create_app(
                 who.tenant, limit=limit, cursor=cursor, label=pair, state=state
             )
         )
-        items = service.merged_page(who.tenant, page.items)
+        items = [
+            s
+            for s in service.merged_page(who.tenant, page.items)
+            if (
+                s.definition.state.value == state
+                if state
+                else s.definition.state.value != "deleted"
+            )
+            and (pair is None or s.definition.labels.get(pair[0]) == pair[1])
+        ]
         return JSONResponse(
             {"items": [service.out(s) for s in items], "next_cursor": page.next_cursor}
         )
@@ -757,8 +768,6 @@ def create_app(
         confirm = body.get("confirm")
         if confirm is None:
             token = service.confirm_token(who.tenant, trigger_id, d.version, start, end)
-            from horae.api.service import CONFIRM_TTL_S
-
             return JSONResponse({"fires": fires, "confirm": token, "expires_in_s": CONFIRM_TTL_S})
         if not isinstance(confirm, str):
             raise invalid("confirm", "expected the token of the cost answer")
@@ -936,8 +945,6 @@ def create_app(
         if not isinstance(suspended, bool):
             raise invalid("suspended", "expected true or false")
         reason = body.get("reason") if isinstance(body.get("reason"), str) else None
-        from horae.cli.tenants import tenant_command
-
         kind = ev.CommandKind.PAUSE if suspended else ev.CommandKind.RESUME
         try:
             command = tenant_command(

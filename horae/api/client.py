@@ -79,9 +79,11 @@ class Problem:
         )
 
     def lines(self) -> list[str]:
-        """The problem for people: ``title (status): detail``, then one line per field error."""
+        """The problem for people: ``title (status): detail``, then one line per field error
+        (one the detail already says is left out)."""
         head = f"{self.title} ({self.status})" + (f": {self.detail}" if self.detail else "")
-        return [head, *(f"  {e.field}: {e.message}" for e in self.errors)]
+        errors = (f"{e.field}: {e.message}" for e in self.errors)
+        return [head, *(f"  {e}" for e in errors if e != self.detail)]
 
 
 class ApiError(Exception):
@@ -372,6 +374,21 @@ class ApiClient:
             "limit": limit,
         }
         return self._page("/v1/audit", params)
+
+    # --- target ownership (author) ----------------------------------------------------------
+
+    def verify_target(self, url: str) -> JSON:
+        """POST /v1/targets/verifications: a challenge for the host of a webhook URL
+        (``{host, challenge, well_known_url, expires_at, answer}``)."""
+        result: JSON = self._json("POST", "/v1/targets/verifications", body={"url": url})
+        return result
+
+    def check_target(self, host: str) -> JSON:
+        """POST /v1/targets/verifications/{host}/check: the host's answer fetched and compared
+        (``{host, state: verified|failed, detail, verified_until}``)."""
+        path = f"/v1/targets/verifications/{_segment(host)}/check"
+        result: JSON = self._json("POST", path)
+        return result
 
     # --- privileged (policy) ----------------------------------------------------------------
 

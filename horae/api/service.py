@@ -140,7 +140,8 @@ class Service:
         return held
 
     def merged_page(self, tenant: str, items: list[StoredTrigger]) -> list[StoredTrigger]:
-        """List items with this process's newer versions merged in."""
+        """List items with this process's newer versions merged in (a trigger the projection
+        does not list yet is not added: the list is the projection's pages)."""
         out = []
         for s in items:
             mine = self._recent.get((tenant, s.definition.trigger_id))

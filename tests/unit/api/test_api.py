@@ -99,6 +99,9 @@ def test_read_your_writes_before_the_projection_catches_up() -> None:
     api.backend.pending = api.backend.pending[:1]  # the projector saw only version 1
     api.backend.project()
     assert api.client.get("/v1/schedules/nightly", headers=h).json()["version"] == 2
+    assert api.client.delete("/v1/schedules/nightly", headers=h).status_code == 204
+    assert api.client.get("/v1/schedules/nightly", headers=h).json()["state"] == "deleted"
+    assert api.client.get("/v1/schedules", headers=h).json()["items"] == []  # merged, filtered
     api.clock.advance(301)  # past read_your_writes_s: the projection alone answers
     assert api.client.get("/v1/schedules/nightly", headers=h).json()["version"] == 1
 
