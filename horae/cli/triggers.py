@@ -13,6 +13,7 @@ Usage::
     horae triggers pause|resume|delete|run ID
     horae triggers next ID [-n N]              (the stored version's next instants, local time)
     horae triggers export [ID...] [--label KEY:VALUE]   (YAML documents for ``horae apply``)
+    horae targets verify URL | check HOST      (prove the tenant controls a webhook host)
     horae history TRIGGER [--from T] [--to T] [--state S] [--limit N]
     horae lateness [TRIGGER] [--from T] [--to T]
     horae backfill TRIGGER --from T --to T [--reason TEXT] [--yes]
@@ -336,6 +337,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_connection_flags(export)
     export.set_defaults(func=_export)
 
+    text = "prove control of a webhook host: a challenge, then a check (author)"
+    targets = subparsers.add_parser("targets", help=text, description=text)
+    actions = targets.add_subparsers(dest="targets_command", metavar="ACTION", required=True)
+    text = "ask for a challenge for the host of a webhook URL and say how to answer it"
+    verify = actions.add_parser("verify", help=text, description=text)
+    verify.add_argument("url", metavar="URL")
+    add_connection_flags(verify)
+    verify.set_defaults(func=_verify)
+    text = "have the API fetch the host's answer and compare it (exit 1: not verified)"
+    check = actions.add_parser("check", help=text, description=text)
+    check.add_argument("host", metavar="HOST")
+    add_connection_flags(check)
+    check.set_defaults(func=_check)
+
     text = "a trigger's instants: state, lane, lateness, cause, outcome"
     history = subparsers.add_parser("history", help=text, description=text)
     history.add_argument("trigger", metavar="TRIGGER")
@@ -607,6 +622,39 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
     else:
         print(to_yaml(documents), end="")
     return 0
+
+
+def _verify(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        with open_client(settings, args) as api:
+            made = api.verify_target(args.url)
+    except (ApiError, ApiUnreachable) as exc:
+        return failed("horae targets verify", exc)
+    if args.json:
+        _print_json(made)
+        return 0
+    print(f"host {made.get('host')}: serve the answer at {made.get('well_known_url')}")
+    print(f"  (before {made.get('expires_at')}) as the response body, status 200:")
+    print(f"  {made.get('answer')}")
+    print(f"  challenge {made.get('challenge')}")
+    print(f"then: horae targets check {made.get('host')}")
+    return 0
+
+
+def _check(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        with open_client(settings, args) as api:
+            result = api.check_target(args.host)
+    except (ApiError, ApiUnreachable) as exc:
+        return failed("horae targets check", exc)
+    verified = result.get("state") == "verified"
+    if args.json:
+        _print_json(result)
+    elif verified:
+        print(f"host {result.get('host')}: verified until {result.get('verified_until')}")
+    else:
+        print(f"host {result.get('host')}: not verified: {result.get('detail')}", file=sys.stderr)
+    return 0 if verified else 1
 
 
 def _history(settings: Settings, args: argparse.Namespace) -> int:

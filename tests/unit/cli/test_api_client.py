@@ -128,6 +128,8 @@ def test_a_problem_document_becomes_a_typed_error_with_its_field_errors() -> Non
         "Invalid definition (422): 1 field is invalid",
         "  recurrence.expr: not a cron expression",
     ]
+    single = Problem(422, "Invalid", detail="a: b", errors=(FieldError("a", "b"),))
+    assert single.lines() == ["Invalid (422): a: b"]  # the detail says it once
 
 
 def test_an_answer_that_is_not_a_problem_keeps_status_and_reason() -> None:
