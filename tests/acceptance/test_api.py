@@ -125,6 +125,7 @@ def served(stack: Endpoints, topic_prefix: str, unique: str, tmp_path: Path) -> 
         HORAE_API_TOKEN_KEYS=json.dumps({"k1": secrets.token_hex(32)}),
         HORAE_API_PORT=str(port),
         HORAE_MIN_INTERVAL_S="1",
+        HORAE_TENANT_GRANTS=json.dumps({TENANT: {"horizon_max_s": 172_800}}),
         HORAE_PLANNER_SLOT=f"api-{unique}",
         HORAE_DISPATCHER_SLOT=f"api-{unique}",
         HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps({TENANT: {"hook": secret}}),
@@ -272,11 +273,18 @@ def test_webhook_after_verification_then_event_trigger_acts(served: Served) -> N
 
     def audited() -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = served.call("GET", "/v1/audit").json()["items"]
-        wanted = {"manual_run.request", "backfill.request"}
+        wanted = {"manual_run.request", "backfill.request", "horizon.above_default"}
         return items if wanted <= {a["action"] for a in items} else []
 
+    horizon = served.call("POST", "/v1/schedules/beat/horizon", json={"horizon_s": 100_000})
+    assert horizon.status_code == 202, horizon.text
     entries = wait_until(audited, timeout_s=60, message=served.tail)
     assert all(a["tenant"] == TENANT and a["allowed"] for a in entries)
+    actor = "alice (api; roles author,policy)"  # the token's subject and roles
+    by_action = {a["action"]: a for a in entries}
+    assert by_action["manual_run.request"]["detail"]["requested_by"] == actor
+    assert by_action["backfill.request"]["detail"]["requested_by"] == actor
+    assert by_action["horizon.above_default"]["detail"]["author"] == actor
     late = served.call("GET", "/v1/schedules/beat/lateness").json()
     assert set(late) >= {"fires", "p50_ms", "p99_ms", "max_ms", "missed"}
 
