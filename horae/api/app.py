@@ -403,14 +403,17 @@ def create_app(
         trigger_id = body.get("trigger_id") if isinstance(body, dict) else None
         if not isinstance(trigger_id, str) or not NAME.match(trigger_id):
             raise invalid("trigger_id", "expected 1-63 chars of a-z 0-9 . _ - ")
-        prior = await run_in_threadpool(service.current, who.tenant, trigger_id)
-        if prior is not None and prior.definition.state is not ev.DefinitionState.DELETED:
-            raise ApiError(409, "Conflict", f"trigger {trigger_id!r} exists (amend it with PUT)")
-        version = prior.definition.version + 1 if prior else 1
-        d = service.parse(who, body, trigger_id=None, version=version, state="live")
-        service.authorize(who, d, None)
-        await service.check_target(d)
-        stored = await run_in_threadpool(service.publish, d, None)
+        async with service.writing(who.tenant, trigger_id):
+            prior = await run_in_threadpool(service.current, who.tenant, trigger_id)
+            if prior is not None and prior.definition.state is not ev.DefinitionState.DELETED:
+                raise ApiError(
+                    409, "Conflict", f"trigger {trigger_id!r} exists (amend it with PUT)"
+                )
+            version = prior.definition.version + 1 if prior else 1
+            d = service.parse(who, body, trigger_id=None, version=version, state="live")
+            service.authorize(who, d, None)
+            await service.check_target(d)
+            stored = await run_in_threadpool(service.publish, d, None)
         headers = {**_etag(stored), "Location": f"/v1/schedules/{trigger_id}"}
         return JSONResponse(service.out(stored), status_code=201, headers=headers)
 
@@ -466,23 +469,24 @@ def create_app(
         who: Author,
         if_match: Annotated[str | None, Header()] = None,
     ) -> Response:
-        held = await run_in_threadpool(service.existing, who.tenant, trigger_id)
-        if if_match is None:
-            raise ApiError(428, "Precondition required", 'If-Match: "<version>" is required')
-        version = held.definition.version
-        if _version_of(if_match) != version:
-            raise ApiError(
-                412,
-                "Precondition failed",
-                f"stale version: the trigger is at version {version}",
-                headers=_etag(held),
-            )
         body = await body_of(request)
-        state = held.definition.state.value
-        d = service.parse(who, body, trigger_id=trigger_id, version=version + 1, state=state)
-        service.authorize(who, d, held)
-        await service.check_target(d)
-        stored = await run_in_threadpool(service.publish, d, held)
+        async with service.writing(who.tenant, trigger_id):
+            held = await run_in_threadpool(service.existing, who.tenant, trigger_id)
+            if if_match is None:
+                raise ApiError(428, "Precondition required", 'If-Match: "<version>" is required')
+            version = held.definition.version
+            if _version_of(if_match) != version:
+                raise ApiError(
+                    412,
+                    "Precondition failed",
+                    f"stale version: the trigger is at version {version}",
+                    headers=_etag(held),
+                )
+            state = held.definition.state.value
+            d = service.parse(who, body, trigger_id=trigger_id, version=version + 1, state=state)
+            service.authorize(who, d, held)
+            await service.check_target(d)
+            stored = await run_in_threadpool(service.publish, d, held)
         return JSONResponse(service.out(stored), headers=_etag(stored))
 
     @app.delete(
@@ -492,9 +496,14 @@ def create_app(
         response_class=Response,
         responses={204: {"description": "Deleted"}},
     )
-    def delete(
+    async def delete(
         trigger_id: TriggerId, who: Author, if_match: Annotated[str | None, Header()] = None
     ) -> Response:
+        async with service.writing(who.tenant, trigger_id):
+            await run_in_threadpool(_delete, trigger_id, who, if_match)
+        return Response(status_code=204)
+
+    def _delete(trigger_id: str, who: Principal, if_match: str | None) -> None:
         held = service.existing(who.tenant, trigger_id)
         if if_match is not None and _version_of(if_match) != held.definition.version:
             raise ApiError(
@@ -516,7 +525,6 @@ def create_app(
         )
         service.authorize(who, gone, held)
         service.publish(gone, held)
-        return Response(status_code=204)
 
     def _command(
         who: Principal, trigger_id: str, kind: ev.CommandKind, role: Role, **kw: Any
@@ -788,18 +796,8 @@ def create_app(
         "properties": {"version": {"type": "integer"}},
     }
 
-    @app.post(
-        "/v1/schedules/{trigger_id}/horizon",
-        tags=["privileged"],
-        openapi_extra=horizon_body,
-        responses=_ok(202, horizon_out, "Accepted"),
-    )
-    async def horizon(request: Request, trigger_id: TriggerId, who: Policy) -> Response:
+    async def _horizon(trigger_id: str, who: Principal, value: int) -> StoredTrigger:
         held = await run_in_threadpool(service.existing, who.tenant, trigger_id)
-        body = await body_of(request)
-        value = body.get("horizon_s") if isinstance(body, dict) else None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise invalid("horizon_s", "expected a non-negative integer (seconds)")
         d = held.definition
         current = service.out(held)
         for name in (
@@ -824,6 +822,21 @@ def create_app(
         )
         service.authorize(who, amended, held, also=frozenset({Role.AUTHOR}))
         stored = await run_in_threadpool(service.publish, amended, held)
+        return stored
+
+    @app.post(
+        "/v1/schedules/{trigger_id}/horizon",
+        tags=["privileged"],
+        openapi_extra=horizon_body,
+        responses=_ok(202, horizon_out, "Accepted"),
+    )
+    async def horizon(request: Request, trigger_id: TriggerId, who: Policy) -> Response:
+        body = await body_of(request)
+        value = body.get("horizon_s") if isinstance(body, dict) else None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise invalid("horizon_s", "expected a non-negative integer (seconds)")
+        async with service.writing(who.tenant, trigger_id):
+            stored = await _horizon(trigger_id, who, value)
         return JSONResponse(
             {"version": stored.definition.version}, status_code=202, headers=_etag(stored)
         )

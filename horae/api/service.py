@@ -17,11 +17,13 @@ even before the projector has caught up.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -61,6 +63,7 @@ from horae.settings import Settings
 
 API_KEY_ID = "api-token"  # the key id the token's roles are checked under (never signs)
 CONFIRM_TTL_S = 600  # a backfill confirm token
+WRITE_STRIPES = 256
 
 
 class ApiError(Exception):
@@ -114,9 +117,15 @@ class Service:
 
     def __post_init__(self) -> None:
         self._recent: dict[tuple[str, str], tuple[float, StoredTrigger]] = {}
+        self._writes = [asyncio.Lock() for _ in range(WRITE_STRIPES)]
         self._runs: dict[tuple[str, str, datetime], int] = {}
         self._grants: Grants = self.settings.grants()
         self._keys = self.settings.tenant_key_bytes()
+
+    def writing(self, tenant: str, trigger_id: str) -> asyncio.Lock:
+        """The lock that serializes this process's writes to one trigger (read the version,
+        check ``If-Match``, produce the next): two racing amends cannot both pass."""
+        return self._writes[zlib.crc32(f"{tenant}/{trigger_id}".encode()) % WRITE_STRIPES]
 
     # --- reads ----------------------------------------------------------------------------
     def current(self, tenant: str, trigger_id: str) -> StoredTrigger | None:

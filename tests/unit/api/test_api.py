@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 
 from horae.api.auth import TokenError, issue, verify
@@ -390,3 +392,25 @@ def test_platform_suspends_a_tenant() -> None:
         "/v1/admin/tenants/nobody/suspension", json={"suspended": True}, headers=admin
     )
     assert missing.status_code == 404
+
+
+def test_racing_amends_on_one_version_cannot_both_pass() -> None:
+    api = make_api()
+    h = api.headers()
+    assert api.client.post("/v1/schedules", json=cron(), headers=h).status_code == 201
+
+    async def race() -> list[int]:
+        transport = httpx.ASGITransport(app=api.client.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            amends = [
+                client.put(
+                    "/v1/schedules/nightly",
+                    json=cron(expr=f"0 {hour} * * *"),
+                    headers={**h, "If-Match": '"1"'},
+                )
+                for hour in (7, 8, 9)
+            ]
+            return sorted(r.status_code for r in await asyncio.gather(*amends))
+
+    assert asyncio.run(race()) == [200, 412, 412]
+    assert [d.version for d in api.backend.definitions] == [1, 2]
