@@ -1,12 +1,15 @@
 """The one configuration object of Horae (pydantic-settings).
 
 :class:`Settings` holds the knobs every process shares and one section per process or area
-(``planner``, ``dispatcher``, ``projector``, ``next``, ``demo``, ``dev``) or operator command
-(``dlq``, ``projections``, ``topics``, ``tenants``). Each field reads one
+(``planner``, ``dispatcher``, ``projector``, ``next``, ``demo``, ``api``, ``dev``) or operator
+command (``dlq``, ``projections``, ``topics``, ``tenants``, ``chaos``). Each field reads one
 environment variable: ``HORAE_<FIELD>`` for the shared ones, ``HORAE_<SECTION>_<FIELD>`` for a
 section's (``settings.planner.tick_s`` <- ``HORAE_PLANNER_TICK_S``). This module is the only place
 that reads ``HORAE_*``; the CLI derives each command's flags from the same fields
-(:mod:`horae.cli.common`), and everything else is handed the values it needs.
+(:mod:`horae.cli.common`), and everything else is handed the values it needs. One exception, on
+the client side: the tenant CLI's connection to the API (``HORAE_API_URL``, ``HORAE_API_TOKEN``)
+is :class:`horae.cli.triggers.ClientSettings`, with flags ``--api-url`` and ``--token`` (the
+server's ``api`` section is not the client's).
 
 Keys and secrets are :class:`~pydantic.SecretStr` (``repr`` and ``str`` show ``**********``;
 ``.get_secret_value()`` reads them); the database URLs, which may hold passwords, are left out
@@ -234,6 +237,42 @@ class ChaosSettings(BaseSettings):
     keep: bool = Field(default=False, description="keep the private stack's data afterwards")
 
 
+class ApiSettings(BaseSettings):
+    """``horae api`` (``HORAE_API_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_API_", extra="ignore")
+
+    host: str = Field(default="127.0.0.1", description="address the HTTP API listens on")
+    port: int = Field(default=8089, description="port of the HTTP API")
+    token_keys: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="HS256 keys of API tokens, JSON {kid: secret}; every key verifies, "
+        "token_kid signs (rotation: add the new kid, switch token_kid, drop the old one later)",
+    )
+    token_kid: str | None = Field(
+        default=None,
+        description="kid of the key horae tokens issue signs with (unset: the only one)",
+    )
+    token_ttl_s: int = Field(default=3600, description="default lifetime of an issued token")
+    max_body_bytes: int = Field(default=65_536, description="largest request body accepted")
+    rate_per_s: float = Field(
+        default=50.0, description="requests per second per tenant (429 with Retry-After above)"
+    )
+    burst: int = Field(default=200, description="requests a tenant may send at once")
+    read_your_writes_s: float = Field(
+        default=300.0,
+        description="how long this process merges the versions it wrote into its reads",
+    )
+    verification_ttl_s: int = Field(
+        default=30 * 86400, description="how long a verified target host stays verified"
+    )
+    require_verified_targets: bool = Field(
+        default=True,
+        description="refuse webhook triggers whose host the tenant has not verified "
+        "(POST /v1/targets/verifications)",
+    )
+
+
 class DevSettings(BaseSettings):
     """The local stack, ``horae dev`` (``HORAE_DEV_*``)."""
 
@@ -359,6 +398,7 @@ class Settings(BaseSettings):
     projector: ProjectorSettings = Field(default_factory=ProjectorSettings)
     next: NextSettings = Field(default_factory=NextSettings)
     demo: DemoSettings = Field(default_factory=DemoSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
     dev: DevSettings = Field(default_factory=DevSettings)
     dlq: DlqSettings = Field(default_factory=DlqSettings)
     projections: ProjectionsSettings = Field(default_factory=ProjectionsSettings)
@@ -436,6 +476,7 @@ SECTIONS: dict[str, type[BaseSettings]] = {
     "projector": ProjectorSettings,
     "next": NextSettings,
     "demo": DemoSettings,
+    "api": ApiSettings,
     "dev": DevSettings,
     "dlq": DlqSettings,
     "projections": ProjectionsSettings,

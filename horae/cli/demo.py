@@ -1,6 +1,8 @@
 """``horae demo``: every Horae process on the local stack, and a demo trigger you watch fire.
 
-Starts ``horae planner``, ``horae projector`` and ``horae dispatcher`` as child processes and
+Starts ``horae planner``, ``horae projector``, ``horae dispatcher`` and ``horae api`` (the HTTP
+API, on ``HORAE_API_PORT``; the demo prints a token and the three commands to try next) as child
+processes and
 produces two signed demo triggers firing every 5 seconds: one with an event target (each
 ``schedule.triggered`` event is printed as it is committed to the demo tenant's own topic
 ``<prefix>events.demo``, the only one its client reads) and one with a webhook target, delivered
@@ -27,6 +29,7 @@ from datetime import UTC, datetime
 from confluent_kafka import KafkaException
 from pydantic import SecretStr
 
+from horae.api.auth import issue
 from horae.cli.common import add_flags, ensure_topics, require_services
 from horae.cli.demo_receiver import DemoReceiver
 from horae.cli.projections import migrate_live
@@ -64,9 +67,10 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps({TENANT: {"demo": whsec}}),
         HORAE_DISPATCHER_CALLBACK_SECRET=secrets.token_hex(16),
         HORAE_LOG_LEVEL=settings.demo.log_level,
+        **_api_env(settings),
     )
     known = _subcommands()
-    names = [n for n in ("planner", "projector", "dispatcher") if n in known]
+    names = [n for n in ("planner", "projector", "dispatcher", "api") if n in known]
     principals = _principals(settings, bootstrap)
     children = {
         name: subprocess.Popen(
@@ -116,6 +120,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         f"demo: triggers {TENANT}/{trigger_id} (event) and {TENANT}/{webhook.trigger_id} "
         f"(webhook to {receiver.url}) are live, {settings.demo.expr!r} UTC:"
     )
+    if "api" in children:
+        print(next_commands(settings, env), flush=True)
     deadline = time.monotonic() + settings.demo.seconds if settings.demo.seconds else float("inf")
     fired = 0
     try:
@@ -137,9 +143,12 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                     )
                 if stop or time.monotonic() >= deadline:
                     break
-            for name, child in children.items():
+            for name, child in list(children.items()):
                 if child.poll() is not None:
                     print(f"demo: {name} exited with {child.returncode}", file=sys.stderr)
+                    if name == "api":  # e.g. its port is taken: the fires go on without it
+                        del children[name]
+                        continue
                     stop = True
     finally:
         client.close()
@@ -152,6 +161,55 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                 child.wait(30)
     print(f"demo: {fired} fires seen; processes stopped (`horae dev down` stops the stack)")
     return 0 if fired else 1
+
+
+def _api_env(settings: Settings) -> dict[str, str]:
+    """The platform key (the API signs with it; the planner accepts what it signs) and the API's
+    token keys: the configured ones, else new ones for this demo."""
+    platform = settings.platform_key
+    keys = {k: v.get_secret_value() for k, v in settings.api.token_keys.items()}
+    kid = settings.api.token_kid
+    if not keys:
+        keys, kid = {"demo": secrets.token_hex(32)}, "demo"
+    env = {
+        "HORAE_PLATFORM_KEY": platform.get_secret_value() if platform else secrets.token_hex(16),
+        "HORAE_API_TOKEN_KEYS": json.dumps(keys),
+    }
+    if kid:
+        env["HORAE_API_TOKEN_KID"] = kid
+    return env
+
+
+def next_commands(settings: Settings, env: dict[str, str]) -> str:
+    """The three commands a newcomer types next: create a trigger through the API, read its
+    history, open the API docs (with a token of the demo tenant to paste)."""
+    keys = json.loads(env["HORAE_API_TOKEN_KEYS"])
+    token = issue(
+        keys,
+        env.get("HORAE_API_TOKEN_KID"),
+        tenant=TENANT,
+        roles=[ev.Role.AUTHOR, ev.Role.POLICY],
+        subject="demo-user",
+        ttl_s=settings.api.token_ttl_s,
+    )
+    url = f"http://{settings.api.host}:{settings.api.port}"
+    body = json.dumps(
+        {
+            "trigger_id": "hello",
+            "recurrence": {"kind": "cron", "expr": "*/10 * * * * *"},
+            "target": {"kind": "event", "topic": f"events.{TENANT}"},
+        }
+    )
+    return "\n".join(
+        [
+            f"demo: the HTTP API listens on {url}. Next, in another terminal:",
+            f"  export HORAE_API_URL={url} HORAE_API_TOKEN={token}",
+            f'  curl -s -X POST $HORAE_API_URL/v1/schedules -H "Authorization: Bearer '
+            f"$HORAE_API_TOKEN\" -H 'Content-Type: application/json' -d '{body}'",
+            "  .venv/bin/horae history hello",
+            f"  open {url}/v1/docs   (the API reference; the token above authorizes it)",
+        ]
+    )
 
 
 def _principals(settings: Settings, bootstrap: str) -> dict[str, dict[str, str]]:

@@ -12,7 +12,11 @@ never read another tenant's rows through them (invariant 4).
   expired ranges, completed, recomputed, ...) emitted in a window, oldest first, cursor-paginated;
 - :meth:`HistoryQueries.lateness_by_trigger` / :meth:`HistoryQueries.lateness` — p50/p95/p99 of
   lateness (first attempt start minus due time, ms) per trigger / per tenant over a window;
-- :meth:`HistoryQueries.triggers` — triggers of a tenant (latest version), cursor-paginated.
+- :meth:`HistoryQueries.triggers` — triggers of a tenant (latest version), cursor-paginated;
+- for the HTTP API: :meth:`HistoryQueries.trigger_row` / :meth:`HistoryQueries.trigger_rows`
+  (full latest versions), :meth:`HistoryQueries.fire_history`, :meth:`HistoryQueries.fire_story`,
+  :meth:`HistoryQueries.lateness_summary` (with max and missed),
+  :meth:`HistoryQueries.schedule_events`, :meth:`HistoryQueries.audit_entries`.
 
 Each call runs in its own short, read-only transaction with ``search_path`` set to the schema;
 connections come from a ``psycopg_pool.ConnectionPool`` or a single ``psycopg.Connection``, which
@@ -224,3 +228,113 @@ class HistoryQueries:
         more = len(rows) > limit
         rows = rows[:limit]
         return RowPage(rows, _encode_cursor([rows[-1]["trigger_id"]]) if more else None)
+
+    # --- the HTTP API's queries (horae.api.adapters) ------------------------------------------
+
+    def trigger_row(self, tenant: str, trigger_id: str) -> dict[str, Any] | None:
+        """The latest version of a trigger in full (``trigger_versions`` columns and
+        ``first_authored_at``), deleted ones included."""
+        with self._cursor() as cur:
+            row: dict[str, Any] | None = cur.execute(
+                sql("queries/api_trigger"), {"tenant": tenant, "trigger_id": trigger_id}
+            ).fetchone()
+        return row
+
+    def trigger_rows(
+        self,
+        tenant: str,
+        limit: int = 100,
+        cursor: str | None = None,
+        state: str | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> RowPage:
+        """Latest versions in full, by trigger id; ``state`` (default: all but deleted) and
+        ``labels`` (all of them) filter."""
+        limit = max(1, min(limit, MAX_LIMIT))
+        after = _decode_cursor(cursor, 1)[0] if cursor else None
+        params = {"tenant": tenant, "after": after, "limit": limit + 1, "state": state,
+                  "labels": json.dumps(labels) if labels else None}  # fmt: skip
+        with self._cursor() as cur:
+            rows = cur.execute(sql("queries/api_triggers_page"), params).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return RowPage(rows, _encode_cursor([rows[-1]["trigger_id"]]) if more else None)
+
+    def fire_story(self, tenant: str, fire_key: str) -> FireDetail | None:
+        """:meth:`fire` with the fire's tzdata version and command id."""
+        params = {"tenant": tenant, "fire_key": fire_key}
+        with self._cursor() as cur:
+            fire = cur.execute(sql("queries/api_fire"), params).fetchone()
+            if fire is None:
+                return None
+            attempts = cur.execute(sql("queries/fire_attempts"), params).fetchall()
+            outcome = cur.execute(sql("queries/fire_outcome"), params).fetchone()
+        return FireDetail(fire, attempts, outcome)
+
+    def _keyset(
+        self, name: str, params: dict[str, Any], limit: int, cursor: str | None, at: str, key: str
+    ) -> RowPage:
+        limit = max(1, min(limit, MAX_LIMIT))
+        after_at: datetime | None = None
+        after_key: str | None = None
+        if cursor:
+            text, after_key = _decode_cursor(cursor, 2)
+            try:
+                after_at = datetime.fromisoformat(text)
+            except ValueError as exc:
+                raise BadCursor("malformed cursor") from exc
+        params = {**params, "after_at": after_at, "after_key": after_key, "limit": limit + 1}
+        with self._cursor() as cur:
+            rows = cur.execute(sql(name), params).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        last = rows[-1] if rows else None
+        token = _encode_cursor([last[at].isoformat(), last[key]]) if more and last else None
+        return RowPage(rows, token)
+
+    def fire_history(
+        self,
+        tenant: str,
+        trigger_id: str,
+        since: datetime,
+        until: datetime,
+        states: Sequence[str] | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RowPage:
+        """:meth:`fires` with the tzdata version of each fire."""
+        params = {"tenant": tenant, "trigger_id": trigger_id, "since": since, "until": until,
+                  "states": list(states) if states else None}  # fmt: skip
+        return self._keyset(
+            "queries/api_fires_page", params, limit, cursor, "scheduled_at", "fire_key"
+        )
+
+    def lateness_summary(
+        self, tenant: str, since: datetime, until: datetime, trigger_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows ``trigger_id, fires, p50, p99, max, missed``: first the total (``trigger_id``
+        NULL), then one per trigger, over fires due in ``[since, until)``."""
+        params = {"tenant": tenant, "since": since, "until": until, "trigger_id": trigger_id}
+        with self._cursor() as cur:
+            return cur.execute(sql("queries/api_lateness"), params).fetchall()
+
+    def schedule_events(
+        self, tenant: str, trigger_id: str, limit: int = 100, cursor: str | None = None
+    ) -> RowPage:
+        """The schedule events of one trigger, oldest first."""
+        params = {"tenant": tenant, "trigger_id": trigger_id}
+        return self._keyset(
+            "queries/api_events_page", params, limit, cursor, "emitted_at", "event_id"
+        )
+
+    def audit_entries(
+        self,
+        tenant: str,
+        since: datetime,
+        until: datetime,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RowPage:
+        """The audit entries of a tenant in ``[since, until)``, oldest first."""
+        params = {"tenant": tenant, "since": since, "until": until}
+        return self._keyset("queries/api_audit_page", params, limit, cursor, "at", "audit_id")

@@ -112,6 +112,7 @@ class CommandHandler:
     ) -> Emit:
         """The audit entry of ``command`` (``cause``: refused; ``ids`` keep ids distinct)."""
         detail = dict(detail or {})
+        detail.setdefault("requested_by", command.requested_by)  # e.g. the API's token subject
         if cause is not None:
             detail["cause"] = cause
         entry = ev.AuditEntry(

@@ -181,7 +181,7 @@ class Decider:
             self.router.emit(
                 audit_entry(
                     d.tenant, d.trigger_id, act, REQUIRED[act], key_id, at, True,
-                    {"version": str(d.version)}, *where,
+                    {"version": str(d.version), "author": d.author}, *where,
                 ),
                 partition,
             )

@@ -1,0 +1,257 @@
+"""Bench: the HTTP API's history and list pages on big read models, and creates per second.
+
+1. seed — a fresh PostgreSQL schema (the projector's own store and batch code) with one trigger
+   of ``--instants`` fires (100,000: one a minute) and a tenant with ``--triggers`` triggers
+   (100,000), from :mod:`horae.projections.synthetic`;
+2. pages — ``horae api`` served by uvicorn on a free port (PostgreSQL history as in production,
+   a Kafka sink under a throwaway prefix), one client walking: the trigger's history 100 fires a
+   page by cursor, the same from random windows, the tenant's trigger list 100 a page; p50/p99 of
+   each (ms, client-side, HTTP on loopback);
+3. creates — ``--creates`` event-target triggers created with ``--concurrency`` requests in flight
+   (validation, platform signature, Kafka acknowledgement each).
+
+Goals (issue 13): p99 of a page <= 50 ms; creates >= 500/s. Needs Kafka and PostgreSQL
+(HORAE_KAFKA_BOOTSTRAP / HORAE_DATABASE_URL, else the local stack). The last line printed is JSON:
+``{"history_p99_ms": ..., "list_p99_ms": ..., "creates_per_s": ..., ...}``.
+
+    .venv/bin/python bench/api.py [--instants 100000] [--triggers 100000] [--creates 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import secrets
+import socket
+import statistics
+import threading
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import psycopg
+import uvicorn
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from horae.api.adapters import KafkaSink, PostgresHistory
+from horae.api.app import create_app
+from horae.api.auth import issue
+from horae.contracts import events as ev
+from horae.contracts.codec import default_codec
+from horae.contracts.routing import Router
+from horae.contracts.topics import Topic, topic_name
+from horae.kafka.config import client_config
+from horae.projections.rows import PROJECTED, Batch, RecordMapper
+from horae.projections.store import ProjectionStore
+from horae.projections.synthetic import START, attempt, definition, fire, outcome
+from horae.settings import Settings, get_settings
+
+TENANT, BIG = "bench", "big"
+PREFIX = "bench-api."
+
+
+def services() -> tuple[str, str]:
+    from horae.devstack.stack import LocalStack
+
+    endpoints = LocalStack.from_settings(get_settings()).endpoints
+    return endpoints.kafka_bootstrap, endpoints.database_url
+
+
+def seed(database_url: str, schema: str, instants: int, triggers: int) -> None:
+    router = Router(PREFIX)
+    mapper = RecordMapper(default_codec(), {topic_name(t, PREFIX): t for t in PROJECTED})
+    names = {s: topic_name(t, PREFIX) for t, (_, s) in PROJECTED.items()}
+    store = ProjectionStore(database_url, schema)
+    offsets: dict[str, int] = {}
+
+    def flush(outs: list[Any]) -> None:
+        batch = Batch()
+        for o in outs:
+            offsets[o.topic] = offsets.get(o.topic, -1) + 1
+            mapper.add(batch, o.topic, 0, offsets[o.topic], o.key, o.value, 0)
+        store.apply(batch, names)
+
+    try:
+        outs: list[Any] = [router.emit(definition(TENANT, BIG), 0)]
+        for i in range(instants):
+            f = fire(TENANT, BIG, START + timedelta(minutes=i))
+            a = attempt(f, 1, timedelta(milliseconds=random.randint(5, 500)))
+            outs += [router.emit(f, 0), router.emit(a, 0), router.emit(outcome(f, [a]), 0)]
+            if len(outs) >= 30_000:
+                flush(outs)
+                outs = []
+        for k in range(triggers):
+            outs.append(router.emit(definition(TENANT, f"t{k:06d}"), 0))
+            if len(outs) >= 30_000:
+                flush(outs)
+                outs = []
+        flush(outs)
+    finally:
+        store.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def quantiles(samples: list[float]) -> dict[str, float]:
+    cuts = statistics.quantiles(samples, n=100, method="inclusive")
+    return {"p50_ms": round(cuts[49] * 1000, 2), "p99_ms": round(cuts[98] * 1000, 2)}
+
+
+def walk(client: httpx.Client, path: str, pages: int) -> list[float]:
+    took: list[float] = []
+    cursor: str | None = None
+    for _ in range(pages):
+        url = path + (f"&cursor={cursor}" if cursor else "")
+        started = time.perf_counter()
+        r = client.get(url)
+        took.append(time.perf_counter() - started)
+        assert r.status_code == 200, r.text
+        cursor = r.json()["next_cursor"]  # None: start again from the first page
+    return took
+
+
+def timed(client: httpx.Client, path: str, times: int) -> list[float]:
+    took: list[float] = []
+    for _ in range(times):
+        started = time.perf_counter()
+        r = client.get(path)
+        took.append(time.perf_counter() - started)
+        assert r.status_code == 200, r.text
+    return took
+
+
+async def creates(url: str, headers: dict[str, str], n: int, concurrency: int) -> float:
+    limit = asyncio.Semaphore(concurrency)
+    run = uuid.uuid4().hex[:6]
+
+    async def one(client: httpx.AsyncClient, i: int) -> None:
+        body = {
+            "trigger_id": f"c{run}-{i}",
+            "recurrence": {"kind": "cron", "expr": "0 * * * *"},
+            "target": {"kind": "event", "topic": f"events.{TENANT}"},
+        }
+        async with limit:
+            r = await client.post(f"{url}/v1/schedules", json=body)
+        assert r.status_code == 201, r.text
+
+    async with httpx.AsyncClient(headers=headers, timeout=60) as client:
+        await one(client, -1)  # warm-up
+        started = time.perf_counter()
+        await asyncio.gather(*(one(client, i) for i in range(n)))
+        return n / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instants", type=int, default=100_000)
+    parser.add_argument("--triggers", type=int, default=100_000)
+    parser.add_argument("--pages", type=int, default=300)
+    parser.add_argument("--creates", type=int, default=2_000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    args = parser.parse_args()
+    bootstrap, database_url = services()
+    schema = f"bench_api_{uuid.uuid4().hex[:8]}"
+    prefix = f"{PREFIX}{uuid.uuid4().hex[:6]}."
+    admin = AdminClient(client_config(bootstrap))
+    topic = topic_name(Topic.DEFINITIONS, prefix)
+    for f in admin.create_topics([NewTopic(topic, 6, 1)], request_timeout=30).values():
+        f.result(timeout=30)
+    port = free_port()
+    token_key = secrets.token_hex(32)
+    settings = Settings.model_validate(
+        {
+            "tenant_keys": {TENANT: {"bench-1": secrets.token_hex(16)}},
+            "platform_key": secrets.token_hex(16),
+            "api": {
+                "token_keys": {"b": token_key},
+                "port": port,
+                "rate_per_s": 1e9,
+                "burst": 10**9,
+            },
+        }
+    )
+    server: uvicorn.Server | None = None
+    sink: KafkaSink | None = None
+    history: PostgresHistory | None = None
+    try:
+        started = time.perf_counter()
+        seed(database_url, schema, args.instants, args.triggers)
+        seed_s = time.perf_counter() - started
+        sink = KafkaSink(bootstrap, prefix)
+        history = PostgresHistory(database_url, schema, max_size=4)
+        app = create_app(settings, sink, history)
+        server = uvicorn.Server(uvicorn.Config(app, "127.0.0.1", port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.05)
+        token = issue(
+            {"b": token_key},
+            "b",
+            tenant=TENANT,
+            roles=[ev.Role.AUTHOR],
+            subject="bench",
+            ttl_s=3600,
+        )
+        headers = {"Authorization": f"Bearer {token}"}
+        url = f"http://127.0.0.1:{port}"
+        end = (START + timedelta(minutes=args.instants)).isoformat().replace("+00:00", "Z")
+        begin = START.isoformat().replace("+00:00", "Z")
+        with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+            walk(client, f"/v1/schedules/{BIG}/history?from={begin}&to={end}&limit=100", 5)
+            history_pages = walk(
+                client, f"/v1/schedules/{BIG}/history?from={begin}&to={end}&limit=100", args.pages
+            )
+            windows: list[float] = []
+            for _ in range(args.pages):
+                at = START + timedelta(minutes=random.randrange(args.instants))
+                since = at.isoformat().replace("+00:00", "Z")
+                windows += walk(
+                    client, f"/v1/schedules/{BIG}/history?from={since}&to={end}&limit=100", 1
+                )
+            list_pages = walk(client, "/v1/schedules?limit=100", args.pages)
+            gets = timed(client, f"/v1/schedules/{BIG}", args.pages)
+        rate = asyncio.run(creates(url, headers, args.creates, args.concurrency))
+        h, w, lp, g = (quantiles(x) for x in (history_pages, windows, list_pages, gets))
+        print(f"seeded {args.instants} fires + {args.triggers} triggers in {seed_s:.1f} s")
+        print(f"history page (cursor walk): {h}; from a random window: {w}")
+        print(f"trigger list page: {lp}; one trigger: {g}; creates: {rate:.0f}/s")
+        print(
+            json.dumps(
+                {
+                    "history_p99_ms": max(h["p99_ms"], w["p99_ms"]),
+                    "history_p50_ms": h["p50_ms"],
+                    "list_p99_ms": lp["p99_ms"],
+                    "get_p99_ms": g["p99_ms"],
+                    "creates_per_s": round(rate, 1),
+                    "instants": args.instants,
+                    "triggers": args.triggers,
+                }
+            )
+        )
+    finally:
+        if server is not None:
+            server.should_exit = True
+        if sink is not None:
+            sink.close()
+        if history is not None:
+            history.close()
+        for f in admin.delete_topics([topic], request_timeout=30).values():
+            with contextlib.suppress(Exception):
+                f.result(timeout=30)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""The real adapters of the API's ports: :class:`KafkaSink` produces to the definitions and
+commands topics (the client's producer settings: murmur2 partitioning, idempotence; the API's
+own Kafka user), :class:`PostgresHistory` reads the read models through
+:class:`~horae.projections.queries.HistoryQueries` as the reader role."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from datetime import datetime
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, Producer
+from psycopg_pool import ConnectionPool
+
+from horae.api.ports import BadCursor, FireStory, LatenessRow, Page, StoredTrigger
+from horae.contracts import events as ev
+from horae.contracts.codec import Codec, default_codec
+from horae.contracts.ingress import decode_definition
+from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.devstack.probe import database_healthy, kafka_healthy
+from horae.kafka.config import client_config
+from horae.projections import queries as q
+
+ACK_TIMEOUT_S = 30.0
+
+
+class KafkaSink:
+    """Produces signed definitions and commands; each call waits for its own acknowledgement
+    (a poller thread serves the callbacks, so concurrent requests share the producer)."""
+
+    def __init__(self, bootstrap: str, prefix: str, codec: Codec | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.prefix = prefix
+        self.codec = codec or default_codec()
+        self.producer = Producer(client_config(bootstrap, PRODUCER_DEFAULTS))
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="api-producer", daemon=True)
+        self._poller.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self.producer.poll(0.05)
+
+    def _send(self, topic: Topic, key: str, value: bytes, partitions: list[int | None]) -> None:
+        done = threading.Event()
+        errors: list[KafkaError] = []
+        left = [len(partitions)]
+        lock = threading.Lock()
+
+        def delivered(err: KafkaError | None, _msg: Message[Any, Any]) -> None:
+            with lock:
+                if err is not None:
+                    errors.append(err)
+                left[0] -= 1
+                if left[0] == 0:
+                    done.set()
+
+        name = topic_name(topic, self.prefix)
+        for partition in partitions:
+            if partition is None:
+                self.producer.produce(name, value, key.encode(), on_delivery=delivered)
+            else:
+                self.producer.produce(
+                    name, value, key.encode(), partition=partition, on_delivery=delivered
+                )
+        if not done.wait(ACK_TIMEOUT_S):
+            raise TimeoutError(f"not acknowledged by {self.bootstrap} within {ACK_TIMEOUT_S} s")
+        if errors:
+            raise ConnectionError(str(errors[0]))
+
+    def put_definition(self, d: ev.TriggerDefinition) -> None:
+        key = ev.trigger_key(d.tenant, d.trigger_id)
+        self._send(Topic.DEFINITIONS, key, self.codec.encode(d), [None])
+
+    def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
+        key = ev.trigger_key(command.tenant, command.trigger_id)
+        partitions: list[int | None] = [None]
+        if every_partition:
+            name = topic_name(Topic.COMMANDS, self.prefix)
+            meta = self.producer.list_topics(name, timeout=10).topics.get(name)
+            if meta is None or meta.error is not None or not meta.partitions:
+                raise ConnectionError(f"topic {name!r} not found")
+            partitions = list(sorted(meta.partitions))
+        self._send(Topic.COMMANDS, key, self.codec.encode(command), partitions)
+
+    def problem(self) -> str | None:
+        if kafka_healthy(self.bootstrap, timeout_s=3.0):
+            return None
+        return f"Kafka at {self.bootstrap} does not answer"
+
+    def close(self) -> None:
+        self._stop.set()
+        self._poller.join(5)
+        self.producer.flush(10)
+
+
+def _definition(row: dict[str, Any]) -> ev.TriggerDefinition:
+    """A definition from its read-model row (the same JSON path as ingress)."""
+    obj = {
+        "tenant": row["tenant"],
+        "trigger_id": row["trigger_id"],
+        "version": row["version"],
+        "state": row["state"],
+        "recurrence": row["recurrence"],
+        "target": row["target"],
+        "policies": row["policies"],
+        "quotas": row["quotas"],
+        "authored_at": row["authored_at"].isoformat(),
+        "author": row["author"],
+        "role": row["role"],
+        "description": row["description"],
+        "labels": row["labels"],
+        "content_type": row["content_type"],
+        "payload": {"base64": base64.b64encode(bytes(row["payload"])).decode()},
+    }
+    return decode_definition(json.dumps(obj).encode())
+
+
+def _stored(row: dict[str, Any]) -> StoredTrigger:
+    return StoredTrigger(_definition(row), row["first_authored_at"], row["authored_at"])
+
+
+def _page(page: q.RowPage, items: list[Any] | None = None) -> Page:
+    return Page(page.items if items is None else items, page.next_cursor)
+
+
+class PostgresHistory:
+    """The read models, read-only, through :class:`HistoryQueries`."""
+
+    def __init__(self, url: str, schema: str = "horae", max_size: int = 8) -> None:
+        self.url = url
+        self.pool: ConnectionPool[Any] = ConnectionPool(
+            url, min_size=1, max_size=max_size, open=True, kwargs={"autocommit": True}
+        )
+        self.queries = q.HistoryQueries(self.pool, schema)
+
+    def _q(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except q.BadCursor as exc:
+            raise BadCursor(str(exc)) from None
+
+    def trigger(self, tenant: str, trigger_id: str) -> StoredTrigger | None:
+        row = self.queries.trigger_row(tenant, trigger_id)
+        return None if row is None else _stored(row)
+
+    def triggers(
+        self,
+        tenant: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        label: tuple[str, str] | None,
+        state: str | None,
+    ) -> Page:
+        labels = None if label is None else {label[0]: label[1]}
+        page = self._q(self.queries.trigger_rows, tenant, limit, cursor, state, labels)
+        return _page(page, [_stored(r) for r in page.items])
+
+    def fires(
+        self,
+        tenant: str,
+        trigger_id: str,
+        since: datetime,
+        until: datetime,
+        states: list[str] | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Page:
+        page = self._q(
+            self.queries.fire_history, tenant, trigger_id, since, until, states, limit, cursor
+        )
+        return _page(page)
+
+    def fire(self, tenant: str, fire_key: str) -> FireStory | None:
+        found = self.queries.fire_story(tenant, fire_key)
+        return None if found is None else FireStory(found.fire, found.attempts, found.outcome)
+
+    def lateness(
+        self, tenant: str, since: datetime, until: datetime, trigger_id: str | None
+    ) -> tuple[LatenessRow, list[LatenessRow]]:
+        rows = [
+            LatenessRow(r["fires"], r["p50"], r["p99"], r["max"], r["missed"], r["trigger_id"])
+            for r in self.queries.lateness_summary(tenant, since, until, trigger_id)
+        ]
+        total = next((r for r in rows if r.trigger_id is None), None)
+        per = [r for r in rows if r.trigger_id is not None]
+        return total or LatenessRow(0, None, None, None, 0), per
+
+    def events(self, tenant: str, trigger_id: str, limit: int, cursor: str | None) -> Page:
+        return _page(self._q(self.queries.schedule_events, tenant, trigger_id, limit, cursor))
+
+    def audit(
+        self, tenant: str, since: datetime, until: datetime, limit: int, cursor: str | None
+    ) -> Page:
+        return _page(self._q(self.queries.audit_entries, tenant, since, until, limit, cursor))
+
+    def problem(self) -> str | None:
+        if database_healthy(self.url, timeout_s=3):
+            return None
+        return "PostgreSQL does not answer"
+
+    def close(self) -> None:
+        self.pool.close()

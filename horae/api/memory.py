@@ -1,0 +1,180 @@
+"""In-memory adapters of the API's ports (:mod:`horae.api.ports`), for tests and the OpenAPI
+fuzzing: :class:`MemoryBackend` is both the sink and the history source. With
+``auto_project`` every accepted definition is visible at once; without it, definitions wait in
+``pending`` until :meth:`MemoryBackend.project` (a lagging projector)."""
+
+from __future__ import annotations
+
+import base64
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from horae.api.ports import BadCursor, FireStory, LatenessRow, Page, StoredTrigger
+from horae.contracts import events as ev
+
+
+def _cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"m{offset}".encode()).decode()
+
+
+def _offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode()).decode()
+        if not text.startswith("m"):
+            raise ValueError
+        return int(text[1:])
+    except ValueError:
+        raise BadCursor("malformed cursor") from None
+
+
+def _page(rows: list[Any], limit: int, cursor: str | None) -> Page:
+    start = _offset(cursor)
+    items = rows[start : start + limit]
+    more = start + limit < len(rows)
+    return Page(items, _cursor(start + limit) if more else None)
+
+
+MISSED = frozenset({"skipped", "expired", "shed", "rejected"})
+
+
+@dataclass
+class MemoryBackend:
+    auto_project: bool = True
+    definitions: list[ev.TriggerDefinition] = field(default_factory=list)
+    commands: list[tuple[ev.Command, bool]] = field(default_factory=list)
+    pending: list[ev.TriggerDefinition] = field(default_factory=list)
+    stored: dict[tuple[str, str], StoredTrigger] = field(default_factory=dict)
+    fire_rows: list[dict[str, Any]] = field(default_factory=list)
+    attempt_rows: list[dict[str, Any]] = field(default_factory=list)
+    event_rows: list[dict[str, Any]] = field(default_factory=list)
+    audit_rows: list[dict[str, Any]] = field(default_factory=list)
+    down: str | None = None
+
+    # --- sink -----------------------------------------------------------------------------
+    def put_definition(self, d: ev.TriggerDefinition) -> None:
+        if self.down:
+            raise ConnectionError(self.down)
+        self.definitions.append(d)
+        self.pending.append(d)
+        if self.auto_project:
+            self.project()
+
+    def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
+        if self.down:
+            raise ConnectionError(self.down)
+        self.commands.append((command, every_partition))
+
+    def problem(self) -> str | None:
+        return self.down
+
+    def project(self) -> None:
+        """Apply the pending definitions (highest version wins, as the projection does)."""
+        for d in self.pending:
+            key = (d.tenant, d.trigger_id)
+            held = self.stored.get(key)
+            if held is None:
+                self.stored[key] = StoredTrigger(d, d.authored_at, d.authored_at)
+            elif d.version > held.definition.version:
+                self.stored[key] = StoredTrigger(d, held.created_at, d.authored_at)
+        self.pending.clear()
+
+    # --- history --------------------------------------------------------------------------
+    def trigger(self, tenant: str, trigger_id: str) -> StoredTrigger | None:
+        return self.stored.get((tenant, trigger_id))
+
+    def triggers(
+        self,
+        tenant: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        label: tuple[str, str] | None,
+        state: str | None,
+    ) -> Page:
+        rows = [
+            s
+            for (t, _), s in sorted(self.stored.items())
+            if t == tenant
+            and (
+                s.definition.state.value == state
+                if state
+                else s.definition.state.value != "deleted"
+            )
+            and (label is None or s.definition.labels.get(label[0]) == label[1])
+        ]
+        return _page(rows, limit, cursor)
+
+    def fires(
+        self,
+        tenant: str,
+        trigger_id: str,
+        since: datetime,
+        until: datetime,
+        states: list[str] | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Page:
+        rows = sorted(
+            (
+                r
+                for r in self.fire_rows
+                if r["tenant"] == tenant
+                and r["trigger_id"] == trigger_id
+                and since <= r["scheduled_at"] < until
+                and (not states or r["state"] in states or r.get("status") in states)
+            ),
+            key=lambda r: (r["scheduled_at"], r["fire_key"]),
+        )
+        return _page(rows, limit, cursor)
+
+    def fire(self, tenant: str, fire_key: str) -> FireStory | None:
+        for r in self.fire_rows:
+            if r["tenant"] == tenant and r["fire_key"] == fire_key:
+                attempts = [a for a in self.attempt_rows if a["fire_key"] == fire_key]
+                return FireStory(r, attempts, None)
+        return None
+
+    def lateness(
+        self, tenant: str, since: datetime, until: datetime, trigger_id: str | None
+    ) -> tuple[LatenessRow, list[LatenessRow]]:
+        rows = [
+            r
+            for r in self.fire_rows
+            if r["tenant"] == tenant
+            and since <= r["due_at"] < until
+            and (trigger_id is None or r["trigger_id"] == trigger_id)
+        ]
+
+        def summary(group: list[dict[str, Any]], tid: str | None) -> LatenessRow:
+            late = sorted(r["lateness_ms"] for r in group if r.get("lateness_ms") is not None)
+            q = statistics.quantiles(late, n=100, method="inclusive") if len(late) > 1 else late
+            return LatenessRow(
+                fires=len(late),
+                p50_ms=statistics.median(late) if late else None,
+                p99_ms=(q[98] if len(late) > 1 else late[0]) if late else None,
+                max_ms=max(late) if late else None,
+                missed=sum(1 for r in group if r["state"] in MISSED),
+                trigger_id=tid,
+            )
+
+        per = [
+            summary([r for r in rows if r["trigger_id"] == tid], tid)
+            for tid in sorted({r["trigger_id"] for r in rows})
+        ]
+        return summary(rows, trigger_id), per
+
+    def events(self, tenant: str, trigger_id: str, limit: int, cursor: str | None) -> Page:
+        rows = [
+            r for r in self.event_rows if r["tenant"] == tenant and r["trigger_id"] == trigger_id
+        ]
+        return _page(sorted(rows, key=lambda r: (r["emitted_at"], r["event_id"])), limit, cursor)
+
+    def audit(
+        self, tenant: str, since: datetime, until: datetime, limit: int, cursor: str | None
+    ) -> Page:
+        rows = [r for r in self.audit_rows if r["tenant"] == tenant and since <= r["at"] < until]
+        return _page(sorted(rows, key=lambda r: (r["at"], r["audit_id"])), limit, cursor)

@@ -1,0 +1,123 @@
+"""The ports of the HTTP API: where it writes (:class:`DefinitionSink`) and what it reads
+(:class:`HistorySource`). The real adapters are :mod:`horae.api.adapters` (Kafka through the
+client's producer settings; PostgreSQL through :class:`~horae.projections.queries.HistoryQueries`
+as the reader role); :mod:`horae.api.memory` holds in-memory ones for tests.
+
+Every read is scoped to one tenant: an adapter never returns another tenant's rows. Rows are
+plain dicts of JSON-able values or datetimes (the API renders datetimes as RFC 3339).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from horae.contracts import events as ev
+
+
+@dataclass(frozen=True)
+class StoredTrigger:
+    """The latest version of a trigger with when it was first and last authored."""
+
+    definition: ev.TriggerDefinition
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of rows and the opaque cursor of the next (``None``: the last page)."""
+
+    items: list[Any]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class FireStory:
+    """One fire with its attempts and outcome."""
+
+    fire: dict[str, Any]
+    attempts: list[dict[str, Any]]
+    outcome: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class LatenessRow:
+    """Lateness of the attempted fires due in a window (ms) and the missed count; ``trigger_id``
+    ``None`` for a whole tenant."""
+
+    fires: int
+    p50_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+    missed: int
+    trigger_id: str | None = None
+
+
+class BadCursor(ValueError):
+    """A cursor this API did not hand out."""
+
+
+class DefinitionSink(Protocol):
+    """Where the API's signed definitions and commands go (the definitions and commands
+    topics). Each call returns once the broker acknowledged; raises on failure."""
+
+    def put_definition(self, d: ev.TriggerDefinition) -> None: ...
+
+    def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
+        """``every_partition``: a tenant-wide command goes to every partition."""
+        ...
+
+    def problem(self) -> str | None:
+        """``None`` when the broker answers, else why not (for ``/readyz``)."""
+        ...
+
+
+class HistorySource(Protocol):
+    """The read models (read-only, tenant-scoped). Cursors are opaque; a foreign one raises
+    :class:`BadCursor`."""
+
+    def trigger(self, tenant: str, trigger_id: str) -> StoredTrigger | None: ...
+
+    def triggers(
+        self,
+        tenant: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        label: tuple[str, str] | None,
+        state: str | None,
+    ) -> Page:
+        """Latest versions by trigger id (``Page.items``: :class:`StoredTrigger`); without a
+        ``state`` filter deleted triggers are left out."""
+        ...
+
+    def fires(
+        self,
+        tenant: str,
+        trigger_id: str,
+        since: datetime,
+        until: datetime,
+        states: list[str] | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Page: ...
+
+    def fire(self, tenant: str, fire_key: str) -> FireStory | None: ...
+
+    def lateness(
+        self, tenant: str, since: datetime, until: datetime, trigger_id: str | None
+    ) -> tuple[LatenessRow, list[LatenessRow]]:
+        """(the summary over the tenant or the one trigger, the rows per trigger)."""
+        ...
+
+    def events(self, tenant: str, trigger_id: str, limit: int, cursor: str | None) -> Page: ...
+
+    def audit(
+        self, tenant: str, since: datetime, until: datetime, limit: int, cursor: str | None
+    ) -> Page: ...
+
+    def problem(self) -> str | None:
+        """``None`` when the database answers, else why not (for ``/readyz``)."""
+        ...

@@ -1,0 +1,484 @@
+"""What the API does, behind its routes: validate with the planner's own functions, sign with
+the platform key, produce through the sink, read through the history source.
+
+The API adds no scheduling logic. A definition is decoded and validated by ingress
+(:func:`~horae.contracts.ingress.decode_definition`, :func:`validate_definition`, and at the end
+:func:`ingest_definition` on the very bytes produced), checked against the platform limits
+(:func:`~horae.domain.validate_trigger`), the grants (:class:`~horae.contracts.grants.Grants`, with
+the *token's* roles, so the ceilings apply although the platform key signs), the tenant's webhook
+secret refs and the SSRF policy of the dispatcher (:class:`~horae.outbound.ssrf.AddressPolicy`).
+Every definition and command records the acting subject and roles (``author`` /
+``requested_by``: :attr:`Principal.actor`) and the role the act needs.
+
+Read-your-writes: this process remembers the versions it wrote for ``api.read_your_writes_s`` and
+merges them into its reads (the higher version wins), so a GET after a create or amend sees it
+even before the projector has caught up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import time
+import uuid
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from horae.api.auth import Principal
+from horae.api.ports import DefinitionSink, HistorySource, StoredTrigger
+from horae.api.schemas import FILLED
+from horae.api.verification import (
+    CHALLENGE_TTL_S,
+    WELL_KNOWN,
+    Challenge,
+    Fetch,
+    VerificationStore,
+    host_of,
+    how_to_verify,
+    matches,
+)
+from horae.contracts import events as ev
+from horae.contracts import signing
+from horae.contracts._reflect import to_avro
+from horae.contracts.codec import DecodeError
+from horae.contracts.domain_map import trigger_spec
+from horae.contracts.grants import Grants
+from horae.contracts.ingress import Source, decode_definition, ingest_definition
+from horae.contracts.ingress import validate_definition as validate_fields
+from horae.contracts.jsonform import plain
+from horae.domain import Limits, validate_trigger
+from horae.domain.errors import ValidationError
+from horae.domain.keys import FireKey, Origin
+from horae.domain.queries import instants_between, next_instants, occurrences, what_if
+from horae.domain.schedule import BoundedSchedule
+from horae.domain.timefmt import format_utc
+from horae.domain.trigger import TriggerSpec
+from horae.outbound.ssrf import AddressPolicy, AddressRefused, ResolutionError
+from horae.settings import Settings
+
+API_KEY_ID = "api-token"  # the key id the token's roles are checked under (never signs)
+CONFIRM_TTL_S = 600  # a backfill confirm token
+WRITE_STRIPES = 256
+
+
+class ApiError(Exception):
+    """An answer other than success: an RFC 9457 problem."""
+
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str,
+        errors: list[dict[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status, self.title, self.detail = status, title, detail
+        self.errors, self.headers = errors, headers
+
+
+def invalid(field: str, message: str) -> ApiError:
+    return ApiError(
+        422, "Invalid request", f"{field}: {message}", [{"field": field, "message": message}]
+    )
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(404, "Not found", f"{what} not found")
+
+
+def _decode_error(exc: DecodeError) -> ApiError:
+    field, sep, message = exc.detail.partition(": ")
+    return invalid(field if sep else "<body>", message if sep else exc.detail)
+
+
+def trigger_json(d: ev.TriggerDefinition) -> dict[str, Any]:
+    """The plain JSON form of a definition (signature left out)."""
+    out: dict[str, Any] = plain(to_avro(d))
+    out.pop("signature", None)
+    return out
+
+
+@dataclass
+class Service:
+    settings: Settings
+    sink: DefinitionSink
+    history: HistorySource
+    addresses: AddressPolicy
+    verifications: VerificationStore
+    fetch: Fetch
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    monotonic: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        self._recent: dict[tuple[str, str], tuple[float, StoredTrigger]] = {}
+        self._writes = [asyncio.Lock() for _ in range(WRITE_STRIPES)]
+        self._runs: dict[tuple[str, str, datetime], int] = {}
+        self._grants: Grants = self.settings.grants()
+        self._keys = self.settings.tenant_key_bytes()
+
+    def writing(self, tenant: str, trigger_id: str) -> asyncio.Lock:
+        """The lock that serializes this process's writes to one trigger (read the version,
+        check ``If-Match``, produce the next): two racing amends cannot both pass."""
+        return self._writes[zlib.crc32(f"{tenant}/{trigger_id}".encode()) % WRITE_STRIPES]
+
+    # --- reads ----------------------------------------------------------------------------
+    def current(self, tenant: str, trigger_id: str) -> StoredTrigger | None:
+        """The latest version: the projection's, or a newer one this process wrote."""
+        stored = self.history.trigger(tenant, trigger_id)
+        mine = self._recent.get((tenant, trigger_id))
+        if mine is None:
+            return stored
+        if mine[0] < self.monotonic():
+            del self._recent[(tenant, trigger_id)]
+            return stored
+        if stored is None or stored.definition.version < mine[1].definition.version:
+            return mine[1]
+        return stored
+
+    def existing(self, tenant: str, trigger_id: str) -> StoredTrigger:
+        """The live or paused trigger (404 when absent, deleted or another tenant's)."""
+        held = self.current(tenant, trigger_id)
+        if held is None or held.definition.state is ev.DefinitionState.DELETED:
+            raise not_found(f"trigger {trigger_id!r}")
+        return held
+
+    def merged_page(self, tenant: str, items: list[StoredTrigger]) -> list[StoredTrigger]:
+        """List items with this process's newer versions merged in (a trigger the projection
+        does not list yet is not added: the list is the projection's pages)."""
+        out = []
+        for s in items:
+            mine = self._recent.get((tenant, s.definition.trigger_id))
+            newer = mine is not None and mine[1].definition.version > s.definition.version
+            out.append(mine[1] if newer and mine is not None else s)
+        return out
+
+    def out(self, s: StoredTrigger) -> dict[str, Any]:
+        """TriggerOut: the definition's JSON form, its state, dates and next three instants."""
+        d = s.definition
+        body = trigger_json(d)
+        body["created_at"] = s.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        body["updated_at"] = s.updated_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        upcoming: list[str] = []
+        if d.state is ev.DefinitionState.LIVE:
+            try:
+                schedule = trigger_spec(d).schedule()
+                now = int(self.clock().timestamp())
+                upcoming = [format_utc(t) for t in next_instants(schedule, now, 3)]
+            except (ValidationError, ValueError):
+                upcoming = []
+        body["next_instants"] = upcoming
+        return body
+
+    # --- definitions ----------------------------------------------------------------------
+    def _platform_key(self) -> bytes:
+        key = self.settings.platform_key
+        if key is None or not key.get_secret_value():
+            raise ApiError(503, "Not configured", "HORAE_PLATFORM_KEY is not set: cannot sign")
+        return key.get_secret_value().encode()
+
+    def parse(
+        self,
+        principal: Principal,
+        body: Any,
+        *,
+        trigger_id: str | None,
+        version: int,
+        state: str,
+        role: ev.Role = ev.Role.AUTHOR,
+    ) -> ev.TriggerDefinition:
+        """Validate a TriggerIn body as ingress does and return the (unsigned) definition."""
+        if not isinstance(body, dict):
+            raise invalid("<body>", "expected a JSON object")
+        for name in FILLED:
+            if name in body:
+                raise invalid(name, "filled by the API (from the token and the version held)")
+        if trigger_id is not None:
+            if body.get("trigger_id", trigger_id) != trigger_id:
+                raise invalid("trigger_id", "differs from the trigger id in the path")
+            body = {**body, "trigger_id": trigger_id}
+        if body.get("state", state) not in ("live", "paused"):
+            raise invalid("state", "live or paused (delete with DELETE)")
+        now = self.clock()
+        obj = {
+            "state": state,
+            **body,
+            "tenant": principal.tenant,
+            "version": version,
+            "authored_at": now.astimezone(UTC).isoformat(),
+            "author": principal.actor,
+            "role": role.value,
+        }
+        try:
+            d = decode_definition(json.dumps(obj).encode())
+        except DecodeError as exc:
+            raise _decode_error(exc) from None
+        except (ValueError, OverflowError) as exc:
+            raise invalid("<body>", str(exc)) from None
+        try:
+            validate_fields(d)
+            validate_trigger(
+                trigger_spec(d),
+                int(now.timestamp()),
+                Limits(min_interval_s=self.settings.min_interval_s),
+            )
+        except ValidationError as exc:
+            raise invalid(exc.field, exc.message) from None
+        except (ValueError, OverflowError) as exc:
+            raise invalid("recurrence", str(exc)) from None
+        problem = self._grants.check_secret_refs(d)
+        if problem is not None:
+            field, _, message = problem.partition(": ")
+            raise invalid(field, message)
+        return d
+
+    def authorize(
+        self,
+        principal: Principal,
+        d: ev.TriggerDefinition,
+        prior: StoredTrigger | None,
+        also: frozenset[ev.Role] = frozenset(),
+    ) -> None:
+        """403 unless the token's roles (plus ``also``: the horizon route's amend) grant the act
+        and every ask above the defaults, within the tenant's ceilings (checked as the planner
+        checks a tenant key)."""
+        roles = principal.roles | also
+        grants = replace(self._grants, roles={d.tenant: {API_KEY_ID: roles}})
+        probe = replace(d, signature=ev.Signature(key_id=API_KEY_ID, value=""))
+        refused = grants.check_definition(probe, prior.definition if prior else None)
+        if refused is not None:
+            raise ApiError(403, "Forbidden", refused.detail.replace(repr(API_KEY_ID), "token"))
+
+    async def check_target(self, d: ev.TriggerDefinition) -> None:
+        """The dispatcher's SSRF policy on a webhook URL, then (``api.require_verified_targets``)
+        the tenant's verification of its host (422 naming the reason and how to verify)."""
+        if d.target.kind is not ev.TargetKind.WEBHOOK or d.state is ev.DefinitionState.DELETED:
+            return
+        url = d.target.url or ""
+        await self.check_address(url, "target.url")
+        if not self.settings.api.require_verified_targets:
+            return
+        host, _ = host_of(url)
+        until = self.verifications.verified_until(d.tenant, host)
+        if until is None or until <= self.clock():
+            raise invalid("target.url", how_to_verify(host, url))
+
+    async def check_address(self, url: str, field: str) -> None:
+        """422 unless the dispatcher's SSRF policy allows ``url``."""
+        try:
+            await self.addresses.check(url)
+        except AddressRefused as exc:
+            raise invalid(field, f"refused by the SSRF policy: {exc}") from None
+        except ResolutionError as exc:
+            raise invalid(field, f"does not resolve: {exc}") from None
+        except ValueError as exc:
+            raise invalid(field, str(exc)) from None
+
+    # --- target ownership verification --------------------------------------------------
+    def tenant_secrets(self, tenant: str) -> list[str]:
+        refs = self.settings.dispatcher.webhook_secrets.get(tenant, {})
+        return [secret.get_secret_value() for secret in refs.values()]
+
+    async def challenge(self, tenant: str, url: Any) -> Challenge:
+        """A new challenge for the host of ``url`` (422 for a URL the dispatcher would refuse,
+        or a tenant without a webhook secret to sign the answer with)."""
+        if not isinstance(url, str):
+            raise invalid("url", "expected the webhook URL")
+        try:
+            host, origin = host_of(url)
+        except ValueError as exc:
+            raise invalid("url", str(exc)) from None
+        await self.check_address(url, "url")
+        if not self.tenant_secrets(tenant):
+            raise invalid("url", f"tenant {tenant!r} has no webhook secret to sign the answer")
+        token = uuid.uuid4().hex
+        expires = self.clock() + timedelta(seconds=CHALLENGE_TTL_S)
+        made = Challenge(tenant, host, token, f"{origin}{WELL_KNOWN}{token}", expires)
+        self.verifications.put_challenge(made)
+        return made
+
+    async def check_challenge(self, tenant: str, host: str) -> tuple[bool, str, datetime | None]:
+        """(verified, why, until): fetch the well-known answer and compare."""
+        made = self.verifications.challenge(tenant, host.lower())
+        if made is None:
+            raise not_found(f"challenge for host {host!r} (POST /v1/targets/verifications)")
+        if made.expires_at <= self.clock():
+            raise invalid("host", "the challenge expired: ask for a new one")
+        await self.check_address(made.well_known_url, "host")
+        try:
+            status, body = await self.fetch(made.well_known_url)
+        except Exception as exc:
+            return False, f"{made.well_known_url}: {type(exc).__name__}", None
+        if status != 200:
+            return False, f"{made.well_known_url} answered {status}", None
+        if not matches(body, self.tenant_secrets(tenant), tenant, made.host, made.token):
+            return False, "the answer is not the HMAC of the challenge with a webhook secret", None
+        until = self.clock() + timedelta(seconds=self.settings.api.verification_ttl_s)
+        self.verifications.verified(tenant, made.host, until)
+        return True, "verified", until
+
+    def publish(self, d: ev.TriggerDefinition, prior: StoredTrigger | None) -> StoredTrigger:
+        """Sign with the platform key, re-check with ingress on the exact bytes, produce, and
+        remember the version (read-your-writes)."""
+        signed = signing.sign(d, self.settings.platform_key_id, self._platform_key())
+        raw = json.dumps(plain(to_avro(signed)), sort_keys=True).encode()
+        key = ev.trigger_key(signed.tenant, signed.trigger_id).encode()
+        checked = ingest_definition(
+            raw, key, Source("api", 0, 0), self._keys, now=self.clock(), grants=self._grants
+        )
+        if isinstance(checked, ev.Quarantined):
+            status = 403 if checked.cause in ("unknown-tenant", "cross-tenant") else 422
+            raise ApiError(status, "Refused by ingress", f"{checked.cause}: {checked.detail}")
+        try:
+            self.sink.put_definition(signed)
+        except Exception as exc:
+            raise ApiError(
+                503, "Unavailable", f"the definition was not acknowledged: {exc}"
+            ) from None
+        created = prior.created_at if prior is not None else signed.authored_at
+        stored = StoredTrigger(signed, created, signed.authored_at)
+        ttl = self.settings.api.read_your_writes_s
+        self._recent[(signed.tenant, signed.trigger_id)] = (self.monotonic() + ttl, stored)
+        if len(self._recent) > 100_000:
+            self._recent.pop(next(iter(self._recent)))
+        return stored
+
+    # --- commands -------------------------------------------------------------------------
+    def command(
+        self,
+        principal: Principal,
+        trigger_id: str,
+        kind: ev.CommandKind,
+        role: ev.Role,
+        *,
+        reason: str | None = None,
+        window: tuple[datetime, datetime] | None = None,
+    ) -> ev.Command:
+        """A platform-signed command recording the actor, produced; returns it."""
+        now = self.clock().astimezone(UTC)
+        command = ev.Command(
+            command_id=f"api-{kind.value}-{uuid.uuid4().hex}",
+            tenant=principal.tenant,
+            trigger_id=trigger_id,
+            kind=kind,
+            requested_by=principal.actor,
+            role=role,
+            requested_at=now,
+            backfill_from=window[0] if window else None,
+            backfill_to=window[1] if window else None,
+            reason=reason,
+            expires_at=now + timedelta(seconds=self.settings.command_max_ttl_s),
+        )
+        signed = signing.sign(command, self.settings.platform_key_id, self._platform_key())
+        try:
+            self.sink.put_command(signed)
+        except Exception as exc:
+            raise ApiError(503, "Unavailable", f"the command was not acknowledged: {exc}") from None
+        return signed
+
+    def manual_fire_key(self, command: ev.Command) -> str:
+        """The fire key the planner gives this manual run, assuming no other producer sent a
+        manual run of the trigger in the same second (the planner numbers those in order)."""
+        instant = command.requested_at.replace(microsecond=0)
+        slot = (command.tenant, command.trigger_id, instant)
+        sequence = self._runs.get(slot, 0)
+        self._runs[slot] = sequence + 1
+        if len(self._runs) > 10_000:
+            self._runs.pop(next(iter(self._runs)))
+        key = FireKey(
+            command.tenant, command.trigger_id, int(instant.timestamp()), sequence, Origin.MANUAL
+        )
+        return key.canonical()
+
+    # --- backfill confirm tokens ----------------------------------------------------------
+    def confirm_token(
+        self, tenant: str, trigger_id: str, version: int, start: int, end: int
+    ) -> str:
+        expires = int(self.clock().timestamp()) + CONFIRM_TTL_S
+        return f"{expires}.{self._confirm_mac(tenant, trigger_id, version, start, end, expires)}"
+
+    def check_confirm(
+        self, token: str, tenant: str, trigger_id: str, version: int, start: int, end: int
+    ) -> None:
+        expires_text, _, mac = token.partition(".")
+        if not expires_text.isdigit():
+            raise invalid("confirm", "not a confirm token of this API")
+        expires = int(expires_text)
+        want = self._confirm_mac(tenant, trigger_id, version, start, end, expires)
+        if not hmac.compare_digest(mac, want):
+            raise invalid("confirm", "does not match this trigger version and window")
+        if expires <= self.clock().timestamp():
+            raise invalid("confirm", "expired: ask for the cost again")
+
+    def _confirm_mac(
+        self, tenant: str, trigger_id: str, version: int, start: int, end: int, expires: int
+    ) -> str:
+        text = f"backfill|{tenant}|{trigger_id}|{version}|{start}|{end}|{expires}"
+        return hmac.new(self._platform_key(), text.encode(), hashlib.sha256).hexdigest()
+
+
+def occurrence_rows(d: ev.TriggerDefinition, instants: list[int]) -> list[dict[str, Any]]:
+    """Next-instant rows: UTC, local time, offset, DST note and the planner's jitter."""
+    spec: TriggerSpec = trigger_spec(d)
+    schedule = spec.schedule()
+    key = ev.trigger_key(d.tenant, d.trigger_id)
+    rows = []
+    inner = schedule.inner if isinstance(schedule, BoundedSchedule) else schedule  # DST notes
+    for occ in occurrences(inner, instants):
+        jitter = 0
+        if spec.jitter.max_ms > 0:
+            jitter = spec.jitter.offset(key, occ.utc, schedule.next_after(occ.utc))
+        sign = "-" if occ.offset_s < 0 else "+"
+        hours, rest = divmod(abs(occ.offset_s), 3600)
+        rows.append(
+            {
+                "utc": occ.utc_text,
+                "local": occ.local_text,
+                "offset": f"{sign}{hours:02d}:{rest // 60:02d}",
+                "dst_note": occ.dst,
+                "jitter_ms": jitter,
+            }
+        )
+    return rows
+
+
+def upcoming(d: ev.TriggerDefinition, after: int, n: int) -> list[dict[str, Any]]:
+    try:
+        instants = next_instants(trigger_spec(d).schedule(), after, n)
+    except ValidationError as exc:
+        raise invalid(exc.field, exc.message) from None
+    return occurrence_rows(d, instants)
+
+
+def compare(
+    current: ev.TriggerDefinition, proposed: ev.TriggerDefinition, start: int, end: int
+) -> dict[str, Any]:
+    """What-if over ``[start, end)``: both instant lists and the difference."""
+    try:
+        result = what_if(
+            trigger_spec(current).schedule(), trigger_spec(proposed).schedule(), start, end, 1000
+        )
+    except ValidationError as exc:
+        raise invalid(exc.field if exc.field != "end" else "to", exc.message) from None
+    out = result.to_dict()
+    return {
+        "current": out["a"],
+        "proposed": out["b"],
+        "added": out["only_b"],
+        "removed": out["only_a"],
+        "truncated": out["truncated"],
+    }
+
+
+def backfill_cost(d: ev.TriggerDefinition, start: int, end: int, ceiling: int) -> tuple[int, bool]:
+    """(fires in ``[start, end)`` counted up to ``ceiling`` + 1, whether it exceeds ``ceiling``)."""
+    try:
+        page = instants_between(trigger_spec(d).schedule(), start, end, ceiling + 1)
+    except ValidationError as exc:
+        raise invalid(exc.field if exc.field != "end" else "to", exc.message) from None
+    return len(page.instants), len(page.instants) > ceiling

@@ -1,0 +1,7 @@
+-- The latest version of one trigger of a tenant, in full (NULL if the tenant does not own it).
+SELECT v.tenant, v.trigger_id, v.version, v.state, v.recurrence, v.target, v.policies, v.quotas,
+    v.authored_at, v.author, v.role, v.description, v.labels, v.content_type, v.payload,
+    t.first_authored_at
+FROM triggers t
+JOIN trigger_versions v USING (tenant, trigger_id, version)
+WHERE t.tenant = %(tenant)s AND t.trigger_id = %(trigger_id)s

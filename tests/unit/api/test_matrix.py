@@ -1,0 +1,115 @@
+"""The cross-tenant and role matrix over every route: another tenant's ids answer 404 (never
+403), a role that does not suffice 403, and nothing is produced by a refused request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit.api.support import NOW, Api, cron, make_api
+
+WINDOW = {"from": "2026-05-28T00:00:00Z", "to": "2026-06-01T00:00:00Z"}
+WHAT_IF = {"proposed": cron(expr="0 7 * * *"), **WINDOW}
+
+#: (method, path, body, role needed) of every tenant route naming acme's trigger "nightly"
+SCOPED: list[tuple[str, str, Any, str]] = [
+    ("GET", "/v1/schedules/nightly", None, "read"),
+    ("PUT", "/v1/schedules/nightly", cron(expr="0 8 * * *"), "author"),
+    ("DELETE", "/v1/schedules/nightly", None, "author"),
+    ("POST", "/v1/schedules/nightly/pause", None, "author"),
+    ("POST", "/v1/schedules/nightly/resume", None, "author"),
+    ("POST", "/v1/schedules/nightly/run", None, "author"),
+    ("GET", "/v1/schedules/nightly/next?n=2", None, "read"),
+    ("POST", "/v1/schedules/nightly/what-if", WHAT_IF, "read"),
+    ("GET", "/v1/schedules/nightly/history", None, "read"),
+    ("GET", "/v1/schedules/nightly/lateness", None, "read"),
+    ("GET", "/v1/schedules/nightly/events", None, "read"),
+    ("POST", "/v1/schedules/nightly/backfill", WINDOW, "policy"),
+    ("POST", "/v1/schedules/nightly/horizon", {"horizon_s": 90_000}, "policy"),
+    ("GET", "/v1/fires/acme-fire", None, "read"),
+    ("POST", "/v1/targets/verifications/hooks.acme.example/check", None, "author"),
+]
+#: routes of the token's own tenant (no id to steal)
+UNSCOPED: list[tuple[str, str, Any, str]] = [
+    ("POST", "/v1/schedules", cron("fresh"), "author"),
+    ("POST", "/v1/targets/verifications", {"url": "https://hooks.acme.example/x"}, "author"),
+    ("GET", "/v1/schedules", None, "read"),
+    ("POST", "/v1/dry-run", cron("dry"), "read"),
+    ("GET", "/v1/lateness", None, "read"),
+    ("GET", "/v1/audit", None, "read"),
+    ("GET", "/v1/admin/tenants", None, "platform"),
+    ("PUT", "/v1/admin/tenants/acme/suspension", {"suspended": True}, "platform"),
+]
+WEAKER = {
+    "read": ["author", "policy", "platform"],
+    "author": ["read", "policy", "platform"],
+    "policy": ["read", "author", "platform"],
+    "platform": ["read", "author", "policy"],
+}
+SATISFIED = {"read": ["read", "author", "policy"], "author": ["author"], "policy": ["policy"],
+             "platform": ["platform"]}  # fmt: skip
+
+
+def seeded() -> Api:
+    api = make_api()
+    r = api.client.post("/v1/schedules", json=cron(), headers=api.headers("acme", "author"))
+    assert r.status_code == 201
+    api.backend.fire_rows.append(
+        {
+            "fire_key": "acme-fire",
+            "tenant": "acme",
+            "trigger_id": "nightly",
+            "state": "fired",
+            "scheduled_at": NOW,
+            "due_at": NOW,
+            "lateness_ms": 5.0,
+        }
+    )
+    made = api.client.post(
+        "/v1/targets/verifications",
+        json={"url": "https://hooks.acme.example/x"},
+        headers=api.headers("acme", "author"),
+    )
+    assert made.status_code == 201
+    return api
+
+
+def call(api: Api, method: str, path: str, body: Any, tenant: str, *roles: str) -> int:
+    headers = api.headers(tenant, *roles)
+    if method == "PUT" and "schedules" in path:
+        headers["If-Match"] = '"1"'
+    return api.client.request(method, path, json=body, headers=headers).status_code
+
+
+@pytest.mark.parametrize(("method", "path", "body", "role"), SCOPED)
+def test_another_tenants_trigger_is_not_found(method: str, path: str, body: Any, role: str) -> None:
+    api = seeded()
+    produced = (len(api.backend.definitions), len(api.backend.commands))
+    for roles in (("read",), ("author", "read", "policy")):
+        status = call(api, method, path, body, "globex", *roles)
+        assert status == 404 or (status == 403 and role not in roles), (roles, status)
+    assert call(api, method, path, body, "globex", *SATISFIED[role]) == 404
+    assert (len(api.backend.definitions), len(api.backend.commands)) == produced
+
+
+@pytest.mark.parametrize(("method", "path", "body", "role"), SCOPED + UNSCOPED)
+def test_roles(method: str, path: str, body: Any, role: str) -> None:
+    api = seeded()
+    produced = (len(api.backend.definitions), len(api.backend.commands))
+    for weaker in WEAKER[role]:
+        if weaker in SATISFIED[role]:
+            continue
+        assert call(api, method, path, body, "acme", weaker) == 403, weaker
+    assert (len(api.backend.definitions), len(api.backend.commands)) == produced
+    status = call(api, method, path, body, "acme", *SATISFIED[role][:1])
+    assert 200 <= status < 300, status
+
+
+def test_matrix_size() -> None:
+    """At least 40 requests: each scoped route 3 times cross-tenant, every route per role."""
+    cross = 3 * len(SCOPED)
+    roles = sum(
+        1 + len([w for w in WEAKER[r] if w not in SATISFIED[r]]) for *_, r in SCOPED + UNSCOPED
+    )
+    assert cross + roles >= 40
