@@ -175,8 +175,10 @@ class PostgresHistory:
         return _page(page)
 
     def fire(self, tenant: str, fire_key: str) -> FireStory | None:
-        found = self.queries.fire_story(tenant, fire_key)
-        return None if found is None else FireStory(found.fire, found.attempts, found.outcome)
+        found = self.queries.fire(tenant, fire_key)
+        if found is None:
+            return None
+        return FireStory(found.fire, found.attempts, found.outcome, found.outcomes)
 
     def lateness(
         self, tenant: str, since: datetime, until: datetime, trigger_id: str | None

@@ -644,11 +644,12 @@ def create_app(
 
     fire_out = {
         "type": "object",
-        "required": ["fire", "attempts", "outcome"],
+        "required": ["fire", "attempts", "outcome", "outcomes"],
         "properties": {
             "fire": {"type": "object"},
             "attempts": {"type": "array", "items": {"type": "object"}},
             "outcome": {"type": ["object", "null"]},
+            "outcomes": {"type": "array", "items": {"type": "object"}},
         },
     }
 
@@ -667,6 +668,7 @@ def create_app(
                     },
                     "attempts": story.attempts,
                     "outcome": story.outcome,
+                    "outcomes": story.outcomes,
                 }
             )
         )

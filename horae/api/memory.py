@@ -135,7 +135,7 @@ class MemoryBackend:
         for r in self.fire_rows:
             if r["tenant"] == tenant and r["fire_key"] == fire_key:
                 attempts = [a for a in self.attempt_rows if a["fire_key"] == fire_key]
-                return FireStory(r, attempts, None)
+                return FireStory(r, attempts, None, [])
         return None
 
     def lateness(

@@ -35,11 +35,13 @@ class Page:
 
 @dataclass(frozen=True)
 class FireStory:
-    """One fire with its attempts and outcome."""
+    """One fire with its attempts, the outcome shown (the authoritative one) and every outcome
+    reported (the dispatcher's and the target's callbacks, in order)."""
 
     fire: dict[str, Any]
     attempts: list[dict[str, Any]]
     outcome: dict[str, Any] | None
+    outcomes: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ never read another tenant's rows through them (invariant 4).
   lateness (first attempt start minus due time, ms) per trigger / per tenant over a window;
 - :meth:`HistoryQueries.triggers` — triggers of a tenant (latest version), cursor-paginated;
 - for the HTTP API: :meth:`HistoryQueries.trigger_row` / :meth:`HistoryQueries.trigger_rows`
-  (full latest versions), :meth:`HistoryQueries.fire_history`, :meth:`HistoryQueries.fire_story`,
+  (full latest versions), :meth:`HistoryQueries.fire_history`,
   :meth:`HistoryQueries.lateness_summary` (with max and missed),
   :meth:`HistoryQueries.schedule_events`, :meth:`HistoryQueries.audit_entries`.
 
@@ -259,17 +259,6 @@ class HistoryQueries:
         more = len(rows) > limit
         rows = rows[:limit]
         return RowPage(rows, _encode_cursor([rows[-1]["trigger_id"]]) if more else None)
-
-    def fire_story(self, tenant: str, fire_key: str) -> FireDetail | None:
-        """:meth:`fire` with the fire's tzdata version and command id."""
-        params = {"tenant": tenant, "fire_key": fire_key}
-        with self._cursor() as cur:
-            fire = cur.execute(sql("queries/api_fire"), params).fetchone()
-            if fire is None:
-                return None
-            attempts = cur.execute(sql("queries/fire_attempts"), params).fetchall()
-            outcome = cur.execute(sql("queries/fire_outcome"), params).fetchone()
-        return FireDetail(fire, attempts, outcome)
 
     def _keyset(
         self, name: str, params: dict[str, Any], limit: int, cursor: str | None, at: str, key: str
