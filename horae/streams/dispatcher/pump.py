@@ -16,8 +16,9 @@ The asyncio loop that sends only receives orders (``deliver``) and hands finishe
 - A failed transaction: every epoch changes at once (the loop drops what it holds; attempts of old
   epochs are discarded), and the consumer thread seeks every partition back to its committed
   offset before it consumes anything more, so the orders are consumed (and sent) again.
-- Revoked partitions: the consumer thread commits what is finished (waiting for the committer's
-  transaction in progress), then drops them the same way.
+- Revoked partitions: the consumer thread commits what is finished (waiting at most
+  ``REVOKE_WAIT_S`` for the committer's transaction in progress, which may itself wait on the
+  rebalance), then drops them the same way.
 - A partition with ``max_open_per_partition`` unfinished orders is paused until half drain.
 - Every assignment and revocation hands the loop the share of the lane partitions this process
   owns (``share``), so the tenants' limits hold across the group (:mod:`.admission`).
@@ -103,6 +104,10 @@ class _CommitterView:
 
     def seek(self, partition: TopicPartition) -> None:
         raise RuntimeError("the committer's view owns no partitions; the consumer thread seeks")
+
+
+#: how long a revocation waits for the committer's transaction in progress (see _on_revoke)
+REVOKE_WAIT_S = 1.0
 
 
 class Pump:
@@ -363,8 +368,19 @@ class Pump:
             self._share(share)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        with self._txn_lock:
-            self._commit()
+        """Commit what is finished, then drop the partitions. A transaction of the committer's
+        in progress is waited for at most :data:`REVOKE_WAIT_S`: its offsets can wait on this
+        very rebalance (the group coordinator holds a TxnOffsetCommit of a rebalancing group),
+        which cannot end before this callback returns. Not waiting longer is safe: that
+        transaction commits with this member's generation or aborts, and an order whose offset
+        was not committed is consumed (and sent, under the same key) again by the next owner."""
+        if self._txn_lock.acquire(timeout=REVOKE_WAIT_S):
+            try:
+                self._commit()
+            finally:
+                self._txn_lock.release()
+        else:
+            log.warning("revoked while a transaction waits; its unfinished orders are redelivered")
         self._drop(partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
