@@ -116,6 +116,13 @@ __all__ = [
 UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner picks by key
 
 
+def is_fatal(err: KafkaError) -> bool:
+    """A consumer error the member cannot go on after (e.g. fenced: another member took its
+    static ``group.instance.id``). As an event, librdkafka says so by its code, ``_FATAL``, not
+    by its ``fatal()`` flag."""
+    return bool(err.fatal()) or err.code() == KafkaError._FATAL
+
+
 class GroupMember(Seekable, Protocol):
     """What the transactions need of the consumer: its group metadata (sent with the offsets)
     and, to rewind, what :func:`~horae.kafka.reader.seek_to_committed` needs. A
@@ -201,7 +208,7 @@ class TransactionalProcessor:
         messages = self._consumer.consume(max_records, timeout=timeout_s)
         for msg in messages:
             err = msg.error()
-            if err is not None and (err.fatal() or err.code() == KafkaError._FATAL):
+            if err is not None and is_fatal(err):
                 raise KafkaException(err)
             if err is not None:
                 log.warning("consume error: %s", err)

@@ -47,6 +47,7 @@ from confluent_kafka.admin import AdminClient
 from horae.contracts.codec import Codec, default_codec
 from horae.contracts.topics import Topic, events_pattern, is_events_topic, topic_name
 from horae.kafka.config import client_config
+from horae.kafka.txn import is_fatal
 from horae.projections.metrics import ProjectionMetrics
 from horae.projections.rows import PROJECTED, Batch, RecordMapper, Stage
 from horae.projections.store import ApplyResult, GenerationChanged, ProjectionStore
@@ -253,7 +254,7 @@ class Projector:
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF and topic is not None:
                     self._eof[(topic, partition or 0)] = msg.offset() or 0
-                elif err.fatal():
+                elif is_fatal(err):
                     raise KafkaException(err)
                 else:
                     log.warning("consumer error: %s", err)

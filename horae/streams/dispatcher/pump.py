@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
@@ -48,6 +48,7 @@ from horae.kafka.reader import seek_to_committed
 from horae.kafka.txn import (
     TransactionalProcessor,
     TransactionFailed,
+    is_fatal,
     leave_group,
     member_configs,
 )
@@ -214,7 +215,7 @@ class Pump:
         for msg in messages:
             err = msg.error()
             if err is not None:
-                if err.fatal() or err.code() == KafkaError._FATAL:  # an event: the code says it
+                if is_fatal(err):
                     raise KafkaException(err)
                 log.warning("consume error: %s", err)
                 continue
