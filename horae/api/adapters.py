@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -24,6 +24,8 @@ from horae.kafka.config import client_config
 from horae.projections import queries as q
 
 ACK_TIMEOUT_S = 30.0
+#: the window of a trigger's events page, which the API does not bound by time
+EPOCH, FOREVER = datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC)
 
 
 class KafkaSink:
@@ -169,9 +171,7 @@ class PostgresHistory:
         limit: int,
         cursor: str | None,
     ) -> Page:
-        page = self._q(
-            self.queries.fire_history, tenant, trigger_id, since, until, states, limit, cursor
-        )
+        page = self._q(self.queries.fires, tenant, trigger_id, since, until, states, limit, cursor)
         return _page(page)
 
     def fire(self, tenant: str, fire_key: str) -> FireStory | None:
@@ -192,7 +192,8 @@ class PostgresHistory:
         return total or LatenessRow(0, None, None, None, 0), per
 
     def events(self, tenant: str, trigger_id: str, limit: int, cursor: str | None) -> Page:
-        return _page(self._q(self.queries.schedule_events, tenant, trigger_id, limit, cursor))
+        page = self._q(self.queries.events, tenant, trigger_id, EPOCH, FOREVER, limit, cursor)
+        return _page(page)
 
     def audit(
         self, tenant: str, since: datetime, until: datetime, limit: int, cursor: str | None

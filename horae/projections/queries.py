@@ -14,9 +14,8 @@ never read another tenant's rows through them (invariant 4).
   lateness (first attempt start minus due time, ms) per trigger / per tenant over a window;
 - :meth:`HistoryQueries.triggers` — triggers of a tenant (latest version), cursor-paginated;
 - for the HTTP API: :meth:`HistoryQueries.trigger_row` / :meth:`HistoryQueries.trigger_rows`
-  (full latest versions), :meth:`HistoryQueries.fire_history`,
-  :meth:`HistoryQueries.lateness_summary` (with max and missed),
-  :meth:`HistoryQueries.schedule_events`, :meth:`HistoryQueries.audit_entries`.
+  (full latest versions), :meth:`HistoryQueries.lateness_summary` (with max and missed),
+  :meth:`HistoryQueries.audit_entries`.
 
 Each call runs in its own short, read-only transaction with ``search_path`` set to the schema;
 connections come from a ``psycopg_pool.ConnectionPool`` or a single ``psycopg.Connection``, which
@@ -124,29 +123,9 @@ class HistoryQueries:
         limit: int = 100,
         cursor: str | None = None,
     ) -> RowPage:
-        limit = max(1, min(limit, MAX_LIMIT))
-        after_at: datetime | None = None
-        after_key: str | None = None
-        if cursor:
-            at, after_key = _decode_cursor(cursor, 2)
-            try:
-                after_at = datetime.fromisoformat(at)
-            except ValueError as exc:
-                raise BadCursor("malformed cursor") from exc
-        params = {
-            "tenant": tenant, "trigger_id": trigger_id, "since": since, "until": until,
-            "states": list(states) if states else None, "after_at": after_at,
-            "after_key": after_key, "limit": limit + 1,
-        }  # fmt: skip
-        with self._cursor() as cur:
-            rows = cur.execute(sql("queries/fires_page"), params).fetchall()
-        more = len(rows) > limit
-        rows = rows[:limit]
-        next_cursor = None
-        if more:
-            last = rows[-1]
-            next_cursor = _encode_cursor([last["scheduled_at"].isoformat(), last["fire_key"]])
-        return RowPage(rows, next_cursor)
+        params = {"tenant": tenant, "trigger_id": trigger_id, "since": since, "until": until,
+                  "states": list(states) if states else None}  # fmt: skip
+        return self._keyset("queries/fires_page", params, limit, cursor, "scheduled_at", "fire_key")
 
     def fire(self, tenant: str, fire_key: str) -> FireDetail | None:
         params = {"tenant": tenant, "fire_key": fire_key}
@@ -171,28 +150,8 @@ class HistoryQueries:
         limit: int = 100,
         cursor: str | None = None,
     ) -> RowPage:
-        limit = max(1, min(limit, MAX_LIMIT))
-        after_at: datetime | None = None
-        after_key: str | None = None
-        if cursor:
-            at, after_key = _decode_cursor(cursor, 2)
-            try:
-                after_at = datetime.fromisoformat(at)
-            except ValueError as exc:
-                raise BadCursor("malformed cursor") from exc
-        params = {
-            "tenant": tenant, "trigger_id": trigger_id, "since": since, "until": until,
-            "after_at": after_at, "after_key": after_key, "limit": limit + 1,
-        }  # fmt: skip
-        with self._cursor() as cur:
-            rows = cur.execute(sql("queries/events_page"), params).fetchall()
-        more = len(rows) > limit
-        rows = rows[:limit]
-        next_cursor = None
-        if more:
-            last = rows[-1]
-            next_cursor = _encode_cursor([last["emitted_at"].isoformat(), last["event_id"]])
-        return RowPage(rows, next_cursor)
+        params = {"tenant": tenant, "trigger_id": trigger_id, "since": since, "until": until}
+        return self._keyset("queries/events_page", params, limit, cursor, "emitted_at", "event_id")
 
     def lateness_by_trigger(
         self, tenant: str, since: datetime, until: datetime, trigger_id: str | None = None
@@ -281,23 +240,6 @@ class HistoryQueries:
         token = _encode_cursor([last[at].isoformat(), last[key]]) if more and last else None
         return RowPage(rows, token)
 
-    def fire_history(
-        self,
-        tenant: str,
-        trigger_id: str,
-        since: datetime,
-        until: datetime,
-        states: Sequence[str] | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> RowPage:
-        """:meth:`fires` with the tzdata version of each fire."""
-        params = {"tenant": tenant, "trigger_id": trigger_id, "since": since, "until": until,
-                  "states": list(states) if states else None}  # fmt: skip
-        return self._keyset(
-            "queries/api_fires_page", params, limit, cursor, "scheduled_at", "fire_key"
-        )
-
     def lateness_summary(
         self, tenant: str, since: datetime, until: datetime, trigger_id: str | None = None
     ) -> list[dict[str, Any]]:
@@ -306,15 +248,6 @@ class HistoryQueries:
         params = {"tenant": tenant, "since": since, "until": until, "trigger_id": trigger_id}
         with self._cursor() as cur:
             return cur.execute(sql("queries/api_lateness"), params).fetchall()
-
-    def schedule_events(
-        self, tenant: str, trigger_id: str, limit: int = 100, cursor: str | None = None
-    ) -> RowPage:
-        """The schedule events of one trigger, oldest first."""
-        params = {"tenant": tenant, "trigger_id": trigger_id}
-        return self._keyset(
-            "queries/api_events_page", params, limit, cursor, "emitted_at", "event_id"
-        )
 
     def audit_entries(
         self,
