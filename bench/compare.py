@@ -336,11 +336,11 @@ def plot(
         bars.set_ylabel("fires/s (log)")
         bars.set_title(f"{wl.title}: throughput")
         bars.legend()
-        for s in SYSTEMS:
+        for k, s in enumerate(SYSTEMS):
             for mode, style in (("dev", ":"), ("durable", "-")):
                 q = results.get((wl.key, s, mode), {}).get("quantiles_ms")
                 if q:
-                    dists.plot(q, range(len(q)), style, label=f"{s} ({mode})")
+                    dists.plot(q, range(len(q)), style, color=f"C{k}", label=f"{s} ({mode})")
         dists.set_xscale("symlog")
         dists.set_xlabel("lateness, ms (symlog)")
         dists.set_ylabel("percentile")
