@@ -87,14 +87,15 @@ def _copy(url: str, prefix: str, start: int, stop: int) -> None:
             {"i": f"{prefix}0"},
         ).one()
         state = pickle.loads(blob)
-        rows = []
-        for i in range(start, stop):
-            state["id"], state["args"] = f"{prefix}{i}", (i if prefix == "t" else -1,)
-            rows.append({"i": state["id"], "t": t, "s": pickle.dumps(state, PROTOCOL)})
-        conn.execute(
-            text("insert into apscheduler_jobs (id, next_run_time, job_state) values (:i, :t, :s)"),
-            rows,
+        insert = text(
+            "insert into apscheduler_jobs (id, next_run_time, job_state) values (:i, :t, :s)"
         )
+        for chunk in range(start, stop, 10_000):
+            rows = []
+            for i in range(chunk, min(stop, chunk + 10_000)):
+                state["id"], state["args"] = f"{prefix}{i}", (i if prefix == "t" else -1,)
+                rows.append({"i": state["id"], "t": t, "s": pickle.dumps(state, PROTOCOL)})
+            conn.execute(insert, rows)
     engine.dispose()
 
 
