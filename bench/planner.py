@@ -14,7 +14,9 @@
    committed throughput. The others fire on a date months away, so nothing else is due.
 
 Prints its figures; the last line is JSON:
-``{"bytes_per_trigger": ..., "cold_start_s": ..., "fires_per_s": ..., "peak_100k_s": ...}``
+``{"bytes_per_trigger": ..., "cold_start_s": ..., "fires_per_s": ..., "peak_100k_s": ...,
+"peak_cpu_s": ..., "peak_instant": ...}`` (the process's CPU seconds during the peak, and the
+peak's epoch second). bench/compare.py imports ``load`` and ``coldstart_and_peak``.
 """
 
 from __future__ import annotations
@@ -56,19 +58,29 @@ def _expr(i: int, peak: int, month: int) -> tuple[str, str]:
     return f"{j % 60} {(j // 60) % 24} 15 {month} *", ZONES[(j // 1440) % len(ZONES)]
 
 
-def _generate(args: tuple[str, str, int, int, int, int]) -> int:
-    bootstrap, prefix, start, stop, peak, month = args
+def _recurrence(i: int, peak: int, month: int, steady: tuple[int, int] | None) -> ev.Recurrence:
+    """Trigger ``i``'s recurrence: with ``steady = (base, rate)`` the first ``peak`` triggers are
+    one-shot, trigger ``i`` at ``base + i // rate`` (``rate`` instants each second), else cron."""
+    if steady is not None and i < peak:
+        base, rate = steady
+        at = datetime.fromtimestamp(base + i // rate, UTC)
+        return ev.Recurrence(kind=ev.RecurrenceKind.AT, instants=(at,))
+    expr, zone = _expr(i, peak, month)
+    return ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=expr, zone=zone)
+
+
+def _generate(args: tuple[str, str, int, int, int, int, tuple[int, int] | None]) -> int:
+    bootstrap, prefix, start, stop, peak, month, steady = args
     producer = Producer(client_config(bootstrap, {**PRODUCER_DEFAULTS, "linger.ms": 50}))
     topic = topic_name(Topic.DEFINITIONS, prefix)
     now = datetime.now(UTC).replace(microsecond=0)
     for i in range(start, stop):
-        expr, zone = _expr(i, peak, month)
         d = ev.TriggerDefinition(
             tenant=TENANT,
             trigger_id=f"t{i}",
             version=1,
             state=ev.DefinitionState.LIVE,
-            recurrence=ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=expr, zone=zone),
+            recurrence=_recurrence(i, peak, month, steady),
             target=ev.Target(kind=ev.TargetKind.WEBHOOK, url=f"https://hooks.example/{i % 97}"),
             authored_at=now,
             author="bench",
@@ -106,13 +118,23 @@ def _fired(planner: Planner) -> float:
     return float(planner.metrics.fires.labels("fired")._value.get())
 
 
-def load(bootstrap: str, prefix: str, triggers: int, peak: int, partitions: int) -> None:
+def load(
+    bootstrap: str,
+    prefix: str,
+    triggers: int,
+    peak: int,
+    partitions: int,
+    steady: tuple[int, int] | None = None,
+) -> None:
+    """Produce ``triggers`` signed definitions and ingest them; the first ``peak`` fire at the
+    next midnight UTC, or with ``steady = (base, rate)`` once each, ``rate`` per second from the
+    epoch second ``base`` on; the others months away."""
     apply(admin_client(bootstrap), Plan(prefix, partitions, 1))
     ensure_clock_topic(bootstrap, prefix)
     month = (datetime.now(UTC).month + 5) % 12 + 1
     started = time.monotonic()
     chunks = [
-        (bootstrap, prefix, k * triggers // 2, (k + 1) * triggers // 2, peak, month)
+        (bootstrap, prefix, k * triggers // 2, (k + 1) * triggers // 2, peak, month, steady)
         for k in range(2)
     ]
     with multiprocessing.Pool(2) as pool:
@@ -131,7 +153,15 @@ def load(bootstrap: str, prefix: str, triggers: int, peak: int, partitions: int)
     print(f"ingested {triggers} definitions in {took:.1f} s ({triggers / took:,.0f}/s)")
 
 
-def coldstart_and_peak(bootstrap: str, prefix: str, triggers: int, peak: int) -> dict[str, float]:
+def coldstart_and_peak(
+    bootstrap: str,
+    prefix: str,
+    triggers: int,
+    peak: int,
+    curve: list[tuple[float, float]] | None = None,
+) -> dict[str, float]:
+    """Cold start, then the peak; ``curve``, when given, receives ``(seconds since the first
+    instant, fires committed)`` every 10 ms of the peak."""
     offset = 0.0
     planner = Planner(
         _config(bootstrap, prefix, "bench"),
@@ -161,10 +191,16 @@ def coldstart_and_peak(bootstrap: str, prefix: str, triggers: int, peak: int) ->
     )
     offset = midnight - 1.0 - time.time()  # one second before the peak instant
     base = _fired(planner)
+    cpu = time.process_time()
     real_instant = time.monotonic() + 1.0
-    while _fired(planner) - base < peak:
+    while (committed := _fired(planner) - base) < peak:
+        if curve is not None:
+            curve.append((time.monotonic() - real_instant, committed))
         time.sleep(0.01)
     peak_s = time.monotonic() - real_instant
+    if curve is not None:
+        curve.append((peak_s, committed))
+    cpu = time.process_time() - cpu
     stop.set()
     thread.join()
     print(
@@ -176,6 +212,8 @@ def coldstart_and_peak(bootstrap: str, prefix: str, triggers: int, peak: int) ->
         "cold_start_s": round(cold, 2),
         "fires_per_s": round(peak / peak_s),
         "peak_100k_s": round(peak_s, 2),
+        "peak_cpu_s": round(cpu, 2),
+        "peak_instant": midnight,
     }
 
 

@@ -56,6 +56,7 @@ def _install_server() -> Path:
 class PostgresCluster:
     home: Path
     port: int
+    fsync: bool = False  # the dev stack trades durability for speed; bench/compare.py does not
 
     @property
     def data_dir(self) -> Path:
@@ -122,7 +123,7 @@ class PostgresCluster:
             self._initdb(bindir)
             opts = (
                 f"-p {self.port} -k {self.data_dir} -c listen_addresses=127.0.0.1 "
-                "-c fsync=off -c max_connections=200"
+                f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=200"
             )
             proc = self._run(
                 bindir,
