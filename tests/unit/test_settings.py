@@ -160,12 +160,26 @@ def test_every_flag_shows_its_env_name_and_overrides_the_env(
                 assert (model, name) in checked, f"{model.__name__}.{name} has no flag"
 
 
+#: the tenant CLI (docs/cli.md) and the operator's token command: their options say what to act
+#: on, one invocation at a time; only the API connection is configuration (HORAE_API_URL/TOKEN)
+TENANT_COMMANDS = {"triggers", "targets", "history", "lateness", "backfill", "apply", "diff"}
+PER_INVOCATION = TENANT_COMMANDS | {"tokens"}
+
+
 def test_every_flag_of_every_command_has_an_environment_fallback() -> None:
-    """The README's promise: no hand-written option; each one is a settings field."""
+    """The README's promise: no hand-written option on a process or operator command; each one is
+    a settings field. The tenant CLI's connection flags fall back to HORAE_API_URL/TOKEN."""
     for path, parser in _commands(build_parser()):
-        for action in parser._actions:
-            if not action.option_strings or isinstance(action, argparse._HelpAction):
-                continue
+        options = [
+            a for a in parser._actions
+            if a.option_strings and not isinstance(a, argparse._HelpAction)
+        ]  # fmt: skip
+        if path and path[0] in PER_INVOCATION:
+            if path[0] in TENANT_COMMANDS and options:
+                flags = {f for a in options for f in a.option_strings}
+                assert {"--api-url", "--token"} <= flags, f"horae {' '.join(path)}"
+            continue
+        for action in options:
             assert action.dest.startswith("setting:"), (
                 f"horae {' '.join(path)} {action.option_strings[0]} has no environment variable"
             )
