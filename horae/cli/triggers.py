@@ -41,6 +41,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Any
 
 from pydantic import Field, SecretStr
@@ -471,11 +472,7 @@ def _create(settings: Settings, args: argparse.Namespace) -> int:
 def _list(settings: Settings, args: argparse.Namespace) -> int:
     try:
         with open_client(settings, args) as api:
-            items = []
-            for item in api.list_all(label=args.label, state=args.state):
-                items.append(item)
-                if args.limit is not None and len(items) >= args.limit:
-                    break
+            items = list(islice(api.list_all(label=args.label, state=args.state), args.limit))
     except (ApiError, ApiUnreachable) as exc:
         return failed("horae triggers list", exc)
     if args.json:
@@ -660,13 +657,8 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
 def _history(settings: Settings, args: argparse.Namespace) -> int:
     try:
         with open_client(settings, args) as api:
-            fires = []
-            for fire in api.history_all(
-                args.trigger, start=args.start, end=args.end, state=args.state
-            ):
-                fires.append(fire)
-                if args.limit is not None and len(fires) >= args.limit:
-                    break
+            pages = api.history_all(args.trigger, start=args.start, end=args.end, state=args.state)
+            fires = list(islice(pages, args.limit))
     except (ApiError, ApiUnreachable) as exc:
         return failed("horae history", exc)
     if args.json:
