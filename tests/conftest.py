@@ -5,8 +5,10 @@ another test run on the same machine are left alone) and stopped and removed aft
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -36,6 +38,20 @@ PORT_VARIABLES = (
 )
 # The private stack's broker authenticates: the session's clients log in as its admin.
 CREDENTIAL_VARIABLES = ("HORAE_KAFKA_USERNAME", "HORAE_KAFKA_PASSWORD")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Every test reaps the processes it started: one still running here fails the session (it is
+    killed and reaped, so the run ends; its command line says which test left it)."""
+    left = [
+        obj for obj in gc.get_objects() if isinstance(obj, subprocess.Popen) and obj.poll() is None
+    ]
+    for proc in left:
+        print(f"\nconftest: a test left process {proc.pid} running: {proc.args!r}")
+        proc.kill()
+        proc.wait(30)
+    if left and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
