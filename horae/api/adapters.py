@@ -15,6 +15,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from psycopg_pool import ConnectionPool
 
 from horae.api.ports import BadCursor, FireStory, LatenessRow, Page, StoredTrigger
+from horae.api.render import DEFAULTS, row_listed
 from horae.contracts import events as ev
 from horae.contracts.codec import Codec, default_codec
 from horae.contracts.ingress import decode_definition
@@ -158,8 +159,8 @@ class PostgresHistory:
         state: str | None,
     ) -> Page:
         labels = None if label is None else {label[0]: label[1]}
-        page = self._q(self.queries.trigger_rows, tenant, limit, cursor, state, labels)
-        return _page(page, [_stored(r) for r in page.items])
+        page = self._q(self.queries.trigger_rows, tenant, limit, cursor, state, labels, DEFAULTS)
+        return _page(page, [row_listed(r) for r in page.items])
 
     def fires(
         self,

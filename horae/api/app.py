@@ -437,16 +437,13 @@ def create_app(
         items = [
             s
             for s in service.merged_page(who.tenant, page.items)
-            if (
-                s.definition.state.value == state
-                if state
-                else s.definition.state.value != "deleted"
-            )
-            and (pair is None or s.definition.labels.get(pair[0]) == pair[1])
+            if (s.state == state if state else s.state != "deleted")
+            and (pair is None or s.labels.get(pair[0]) == pair[1])
         ]
-        return JSONResponse(
-            {"items": [service.out(s) for s in items], "next_cursor": page.next_cursor}
-        )
+        now = service.now_s()
+        rendered = ",".join(service.listed_out(s, now) for s in items)
+        text = f'{{"items":[{rendered}],"next_cursor":{json.dumps(page.next_cursor)}}}'
+        return Response(text.encode(), media_type="application/json")
 
     @app.get(
         "/v1/schedules/{trigger_id}", tags=["schedules"], responses=_ok(200, _ref("TriggerOut"))

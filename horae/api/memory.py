@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from horae.api.ports import BadCursor, FireStory, LatenessRow, Page, StoredTrigger
+from horae.api.render import listed
 from horae.contracts import events as ev
 
 
@@ -106,7 +107,7 @@ class MemoryBackend:
             )
             and (label is None or s.definition.labels.get(label[0]) == label[1])
         ]
-        return _page(rows, limit, cursor)
+        return _page([listed(s) for s in rows], limit, cursor)
 
     def fires(
         self,

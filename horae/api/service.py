@@ -30,7 +30,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from horae.api.auth import Principal
-from horae.api.ports import DefinitionSink, HistorySource, StoredTrigger
+from horae.api.ports import DefinitionSink, HistorySource, ListedTrigger, StoredTrigger
+from horae.api.render import listed, stored_body, upcoming_instants
 from horae.api.schemas import FILLED
 from horae.api.verification import (
     CHALLENGE_TTL_S,
@@ -56,7 +57,6 @@ from horae.domain.errors import ValidationError
 from horae.domain.keys import FireKey, Origin
 from horae.domain.queries import instants_between, next_instants, occurrences, what_if
 from horae.domain.schedule import BoundedSchedule
-from horae.domain.timefmt import format_utc
 from horae.domain.trigger import TriggerSpec
 from horae.outbound.ssrf import AddressPolicy, AddressRefused, ResolutionError
 from horae.settings import Settings
@@ -95,13 +95,6 @@ def not_found(what: str) -> ApiError:
 def _decode_error(exc: DecodeError) -> ApiError:
     field, sep, message = exc.detail.partition(": ")
     return invalid(field if sep else "<body>", message if sep else exc.detail)
-
-
-def trigger_json(d: ev.TriggerDefinition) -> dict[str, Any]:
-    """The plain JSON form of a definition (signature left out)."""
-    out: dict[str, Any] = plain(to_avro(d))
-    out.pop("signature", None)
-    return out
 
 
 @dataclass
@@ -148,32 +141,30 @@ class Service:
             raise not_found(f"trigger {trigger_id!r}")
         return held
 
-    def merged_page(self, tenant: str, items: list[StoredTrigger]) -> list[StoredTrigger]:
+    def merged_page(self, tenant: str, items: list[ListedTrigger]) -> list[ListedTrigger]:
         """List items with this process's newer versions merged in (a trigger the projection
         does not list yet is not added: the list is the projection's pages)."""
         out = []
-        for s in items:
-            mine = self._recent.get((tenant, s.definition.trigger_id))
-            newer = mine is not None and mine[1].definition.version > s.definition.version
-            out.append(mine[1] if newer and mine is not None else s)
+        for item in items:
+            mine = self._recent.get((tenant, item.trigger_id))
+            newer = mine is not None and mine[1].definition.version > item.version
+            out.append(listed(mine[1]) if newer and mine is not None else item)
         return out
+
+    def now_s(self) -> int:
+        return int(self.clock().timestamp())
 
     def out(self, s: StoredTrigger) -> dict[str, Any]:
         """TriggerOut: the definition's JSON form, its state, dates and next three instants."""
         d = s.definition
-        body = trigger_json(d)
-        body["created_at"] = s.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-        body["updated_at"] = s.updated_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-        upcoming: list[str] = []
-        if d.state is ev.DefinitionState.LIVE:
-            try:
-                schedule = trigger_spec(d).schedule()
-                now = int(self.clock().timestamp())
-                upcoming = [format_utc(t) for t in next_instants(schedule, now, 3)]
-            except (ValidationError, ValueError):
-                upcoming = []
-        body["next_instants"] = upcoming
+        body = stored_body(s)
+        body["next_instants"] = upcoming_instants(d.state.value, d.recurrence, self.now_s())
         return body
+
+    def listed_out(self, item: ListedTrigger, now: int) -> str:
+        """TriggerOut JSON text of a list item, its next instants after ``now`` added."""
+        upcoming = json.dumps(upcoming_instants(item.state, item.recurrence, now))
+        return f'{item.body[:-1]},"next_instants":{upcoming}}}'
 
     # --- definitions ----------------------------------------------------------------------
     def _platform_key(self) -> bytes:
