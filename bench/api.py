@@ -231,7 +231,7 @@ def main() -> None:
             seed(database_url, schema, args.instants, args.triggers)
         seed_s = time.perf_counter() - started
         sink = KafkaSink(bootstrap, prefix)
-        history = PostgresHistory(database_url, schema, max_size=4)
+        history = PostgresHistory(database_url, schema)
         app = create_app(settings, sink, history)
         server = uvicorn.Server(uvicorn.Config(app, "127.0.0.1", port, log_level="warning"))
         thread = threading.Thread(target=server.run, daemon=True)

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -25,7 +26,7 @@ from prometheus_client import (
 from starlette.responses import JSONResponse, Response
 
 from horae.api import problems
-from horae.api.auth import Principal, TokenError, verify
+from horae.api.auth import Principal, TokenError, Verifier
 from horae.api.ports import BadCursor, DefinitionSink, HistorySource, LatenessRow, StoredTrigger
 from horae.api.schemas import components
 from horae.api.service import (
@@ -213,6 +214,17 @@ def _epoch(value: Any, field: str) -> int:
         raise invalid(field, "expected an RFC 3339 instant") from None
 
 
+def _query_names(route: APIRoute) -> frozenset[str]:
+    """The query parameters ``route`` declares (its dependencies' included, by alias)."""
+    names: set[str] = set()
+    todo = [route.dependant]
+    while todo:
+        dependant = todo.pop()
+        names.update(p.alias for p in dependant.query_params)
+        todo.extend(dependant.dependencies)
+    return frozenset(names)
+
+
 def create_app(
     settings: Settings,
     sink: DefinitionSink,
@@ -230,6 +242,7 @@ def create_app(
     the well-known answer is fetched (default: HTTP)."""
     api = settings.api
     keys = {kid: secret.get_secret_value() for kid, secret in api.token_keys.items()}
+    verifier = Verifier(keys)
     service = Service(
         settings,
         sink,
@@ -258,6 +271,25 @@ def create_app(
         }
         for code in PROBLEM_CODES
     }
+    declared: dict[str, frozenset[str]] = {}  # route path + methods -> its query parameters
+
+    async def known_query(request: Request) -> None:
+        """400 naming the first query parameter the route does not declare (a misspelt filter
+        is an error, never silently ignored)."""
+        route = request.scope.get("route")
+        if not isinstance(route, APIRoute):
+            return
+        key = f"{sorted(route.methods or ())} {route.path}"
+        known = declared.get(key)
+        if known is None:
+            known = declared[key] = _query_names(route)
+        for name in request.query_params:
+            if name not in known:
+                takes = ", ".join(sorted(known)) or "none"
+                message = f"unknown query parameter (this route takes: {takes})"
+                errors = [{"field": name, "message": message}]
+                raise ApiError(400, "Bad request", f"{name}: {message}", errors)
+
     app = FastAPI(
         title="Horae API",
         version="1",
@@ -265,6 +297,7 @@ def create_app(
         docs_url="/v1/docs",
         redoc_url=None,
         responses=error_responses,
+        dependencies=[Depends(known_query)],
     )
     app.state.service = service
     problems.install(app)
@@ -304,14 +337,14 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    def principal(
+    async def principal(  # async: checked on the event loop, no worker thread hop per request
         authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> Principal:
         challenge = {"WWW-Authenticate": 'Bearer realm="horae"'}
         if not authorization or not authorization.lower().startswith("bearer "):
             raise ApiError(401, "Unauthorized", "a Bearer token is required", headers=challenge)
         try:
-            who = verify(authorization[7:].strip(), keys)
+            who = verifier(authorization[7:].strip())
         except TokenError as exc:
             raise ApiError(401, "Unauthorized", str(exc), headers=challenge) from None
         wait = limiter.take(who.tenant)
@@ -325,8 +358,8 @@ def create_app(
             )
         return who
 
-    def need(role: Role) -> Callable[..., Principal]:
-        def check(who: Annotated[Principal, Depends(principal)]) -> Principal:
+    def need(role: Role) -> Callable[..., Awaitable[Principal]]:
+        async def check(who: Annotated[Principal, Depends(principal)]) -> Principal:
             if not who.may(role):
                 have = ",".join(sorted(r.value for r in who.roles))
                 raise ApiError(403, "Forbidden", f"needs role {role.value!r} (token grants {have})")
@@ -413,7 +446,7 @@ def create_app(
             d = service.parse(who, body, trigger_id=None, version=version, state="live")
             service.authorize(who, d, None)
             await service.check_target(d)
-            stored = await run_in_threadpool(service.publish, d, None)
+            stored = await service.publish(d, None)
         headers = {**_etag(stored), "Location": f"/v1/schedules/{trigger_id}"}
         return JSONResponse(service.out(stored), status_code=201, headers=headers)
 
@@ -483,7 +516,7 @@ def create_app(
             d = service.parse(who, body, trigger_id=trigger_id, version=version + 1, state=state)
             service.authorize(who, d, held)
             await service.check_target(d)
-            stored = await run_in_threadpool(service.publish, d, held)
+            stored = await service.publish(d, held)
         return JSONResponse(service.out(stored), headers=_etag(stored))
 
     @app.delete(
@@ -497,11 +530,11 @@ def create_app(
         trigger_id: TriggerId, who: Author, if_match: Annotated[str | None, Header()] = None
     ) -> Response:
         async with service.writing(who.tenant, trigger_id):
-            await run_in_threadpool(_delete, trigger_id, who, if_match)
+            await _delete(trigger_id, who, if_match)
         return Response(status_code=204)
 
-    def _delete(trigger_id: str, who: Principal, if_match: str | None) -> None:
-        held = service.existing(who.tenant, trigger_id)
+    async def _delete(trigger_id: str, who: Principal, if_match: str | None) -> None:
+        held = await run_in_threadpool(service.existing, who.tenant, trigger_id)
         if if_match is not None and _version_of(if_match) != held.definition.version:
             raise ApiError(
                 412,
@@ -521,13 +554,13 @@ def create_app(
             }
         )
         service.authorize(who, gone, held)
-        service.publish(gone, held)
+        await service.publish(gone, held)
 
-    def _command(
+    async def _command(
         who: Principal, trigger_id: str, kind: ev.CommandKind, role: Role, **kw: Any
     ) -> ev.Command:
-        service.existing(who.tenant, trigger_id)
-        return service.command(who, trigger_id, kind, role, **kw)
+        await run_in_threadpool(service.existing, who.tenant, trigger_id)
+        return await service.command(who, trigger_id, kind, role, **kw)
 
     @app.post(
         "/v1/schedules/{trigger_id}/pause",
@@ -535,10 +568,9 @@ def create_app(
         status_code=202,
         responses=_ok(202, ACCEPTED, "Accepted"),
     )
-    def pause(trigger_id: TriggerId, who: Author) -> dict[str, str]:
-        return {
-            "command_id": _command(who, trigger_id, ev.CommandKind.PAUSE, Role.AUTHOR).command_id
-        }
+    async def pause(trigger_id: TriggerId, who: Author) -> dict[str, str]:
+        command = await _command(who, trigger_id, ev.CommandKind.PAUSE, Role.AUTHOR)
+        return {"command_id": command.command_id}
 
     @app.post(
         "/v1/schedules/{trigger_id}/resume",
@@ -546,10 +578,9 @@ def create_app(
         status_code=202,
         responses=_ok(202, ACCEPTED, "Accepted"),
     )
-    def resume(trigger_id: TriggerId, who: Author) -> dict[str, str]:
-        return {
-            "command_id": _command(who, trigger_id, ev.CommandKind.RESUME, Role.AUTHOR).command_id
-        }
+    async def resume(trigger_id: TriggerId, who: Author) -> dict[str, str]:
+        command = await _command(who, trigger_id, ev.CommandKind.RESUME, Role.AUTHOR)
+        return {"command_id": command.command_id}
 
     @app.post(
         "/v1/schedules/{trigger_id}/run",
@@ -557,8 +588,8 @@ def create_app(
         status_code=202,
         responses=_ok(202, ACCEPTED, "Accepted"),
     )
-    def run(trigger_id: TriggerId, who: Author) -> dict[str, str]:
-        command = _command(who, trigger_id, ev.CommandKind.MANUAL_RUN, Role.AUTHOR)
+    async def run(trigger_id: TriggerId, who: Author) -> dict[str, str]:
+        command = await _command(who, trigger_id, ev.CommandKind.MANUAL_RUN, Role.AUTHOR)
         return {"command_id": command.command_id, "fire_key": service.manual_fire_key(command)}
 
     # --- dry-run and what-if -------------------------------------------------------------
@@ -781,10 +812,8 @@ def create_app(
         service.check_confirm(confirm, who.tenant, trigger_id, d.version, start, end)
         reason = body.get("reason") if isinstance(body.get("reason"), str) else None
         window = (datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
-        command = await run_in_threadpool(
-            lambda: service.command(
-                who, trigger_id, ev.CommandKind.BACKFILL, Role.POLICY, reason=reason, window=window
-            )
+        command = await service.command(
+            who, trigger_id, ev.CommandKind.BACKFILL, Role.POLICY, reason=reason, window=window
         )
         return JSONResponse({"fires": fires, "command_id": command.command_id}, status_code=202)
 
@@ -820,7 +849,7 @@ def create_app(
             role=Role.POLICY,
         )
         service.authorize(who, amended, held, also=frozenset({Role.AUTHOR}))
-        stored = await run_in_threadpool(service.publish, amended, held)
+        stored = await service.publish(amended, held)
         return stored
 
     @app.post(
@@ -965,7 +994,7 @@ def create_app(
         except ValueError as exc:
             raise ApiError(503, "Not configured", str(exc)) from None
         try:
-            await run_in_threadpool(lambda: sink.put_command(command, every_partition=True))
+            await sink.put_command(command, every_partition=True)
         except Exception as exc:
             raise ApiError(503, "Unavailable", f"the command was not acknowledged: {exc}") from None
         return {"command_id": command.command_id}

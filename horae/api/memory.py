@@ -56,7 +56,7 @@ class MemoryBackend:
     down: str | None = None
 
     # --- sink -----------------------------------------------------------------------------
-    def put_definition(self, d: ev.TriggerDefinition) -> None:
+    async def put_definition(self, d: ev.TriggerDefinition) -> None:
         if self.down:
             raise ConnectionError(self.down)
         self.definitions.append(d)
@@ -64,7 +64,7 @@ class MemoryBackend:
         if self.auto_project:
             self.project()
 
-    def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
+    async def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
         if self.down:
             raise ConnectionError(self.down)
         self.commands.append((command, every_partition))

@@ -78,11 +78,12 @@ class BadCursor(ValueError):
 
 class DefinitionSink(Protocol):
     """Where the API's signed definitions and commands go (the definitions and commands
-    topics). Each call returns once the broker acknowledged; raises on failure."""
+    topics). Each call is a coroutine that returns once the broker acknowledged (without holding
+    a thread meanwhile); raises on failure."""
 
-    def put_definition(self, d: ev.TriggerDefinition) -> None: ...
+    async def put_definition(self, d: ev.TriggerDefinition) -> None: ...
 
-    def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
+    async def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
         """``every_partition``: a tenant-wide command goes to every partition."""
         ...
 

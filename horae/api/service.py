@@ -45,13 +45,11 @@ from horae.api.verification import (
 )
 from horae.contracts import events as ev
 from horae.contracts import signing
-from horae.contracts._reflect import to_avro
-from horae.contracts.codec import DecodeError
+from horae.contracts.codec import DecodeError, default_codec
 from horae.contracts.domain_map import trigger_spec
 from horae.contracts.grants import Grants
 from horae.contracts.ingress import Source, decode_definition, ingest_definition
 from horae.contracts.ingress import validate_definition as validate_fields
-from horae.contracts.jsonform import plain
 from horae.domain import Limits, validate_trigger
 from horae.domain.errors import ValidationError
 from horae.domain.keys import FireKey, Origin
@@ -114,6 +112,7 @@ class Service:
         self._runs: dict[tuple[str, str, datetime], int] = {}
         self._grants: Grants = self.settings.grants()
         self._keys = self.settings.tenant_key_bytes()
+        self._codec = default_codec()
 
     def writing(self, tenant: str, trigger_id: str) -> asyncio.Lock:
         """The lock that serializes this process's writes to one trigger (read the version,
@@ -313,20 +312,20 @@ class Service:
         self.verifications.verified(tenant, made.host, until)
         return True, "verified", until
 
-    def publish(self, d: ev.TriggerDefinition, prior: StoredTrigger | None) -> StoredTrigger:
-        """Sign with the platform key, re-check with ingress on the exact bytes, produce, and
-        remember the version (read-your-writes)."""
+    async def publish(self, d: ev.TriggerDefinition, prior: StoredTrigger | None) -> StoredTrigger:
+        """Sign with the platform key, re-check with ingress on the record's wire bytes (what the
+        planner decodes), produce, and remember the version (read-your-writes)."""
         signed = signing.sign(d, self.settings.platform_key_id, self._platform_key())
-        raw = json.dumps(plain(to_avro(signed)), sort_keys=True).encode()
+        wire = self._codec.encode(signed)
         key = ev.trigger_key(signed.tenant, signed.trigger_id).encode()
         checked = ingest_definition(
-            raw, key, Source("api", 0, 0), self._keys, now=self.clock(), grants=self._grants
+            wire, key, Source("api", 0, 0), self._keys, now=self.clock(), grants=self._grants
         )
         if isinstance(checked, ev.Quarantined):
             status = 403 if checked.cause in ("unknown-tenant", "cross-tenant") else 422
             raise ApiError(status, "Refused by ingress", f"{checked.cause}: {checked.detail}")
         try:
-            self.sink.put_definition(signed)
+            await self.sink.put_definition(signed)
         except Exception as exc:
             raise ApiError(
                 503, "Unavailable", f"the definition was not acknowledged: {exc}"
@@ -340,7 +339,7 @@ class Service:
         return stored
 
     # --- commands -------------------------------------------------------------------------
-    def command(
+    async def command(
         self,
         principal: Principal,
         trigger_id: str,
@@ -367,7 +366,7 @@ class Service:
         )
         signed = signing.sign(command, self.settings.platform_key_id, self._platform_key())
         try:
-            self.sink.put_command(signed)
+            await self.sink.put_command(signed)
         except Exception as exc:
             raise ApiError(503, "Unavailable", f"the command was not acknowledged: {exc}") from None
         return signed

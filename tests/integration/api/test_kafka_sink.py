@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Consumer
@@ -49,7 +50,7 @@ def test_definitions_and_tenant_wide_commands(kafka_bootstrap: str, topic_prefix
     try:
         assert sink.problem() is None
         d = cron_trigger("acme", "nightly", "0 9 * * *", "https://hooks.acme.example/x")
-        sink.put_definition(d)
+        asyncio.run(sink.put_definition(d))
         now = datetime.now(UTC).replace(microsecond=0)
         command = ev.Command(
             command_id="c1",
@@ -61,7 +62,7 @@ def test_definitions_and_tenant_wide_commands(kafka_bootstrap: str, topic_prefix
             requested_at=now,
             expires_at=now + timedelta(minutes=5),
         )
-        sink.put_command(command, every_partition=True)
+        asyncio.run(sink.put_command(command, every_partition=True))
     finally:
         sink.close()
     [(partition, got)] = records(kafka_bootstrap, names[0], 1)
