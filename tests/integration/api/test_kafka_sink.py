@@ -75,3 +75,27 @@ def test_definitions_and_tenant_wide_commands(kafka_bootstrap: str, topic_prefix
         assert unreachable.problem() is not None
     finally:
         unreachable.close()
+
+
+def test_concurrent_puts_each_return_on_their_own_acknowledgement(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    admin = AdminClient(client_config(kafka_bootstrap))
+    name = topic_name(Topic.DEFINITIONS, topic_prefix)
+    for f in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
+        f.result(timeout=30)
+    sink = KafkaSink(kafka_bootstrap, topic_prefix)
+    sent = [
+        cron_trigger("acme", f"t{i}", "0 9 * * *", "https://hooks.acme.example/x")
+        for i in range(50)
+    ]
+
+    async def put_all() -> None:
+        await asyncio.gather(*(sink.put_definition(d) for d in sent))
+
+    try:
+        asyncio.run(put_all())
+    finally:
+        sink.close()
+    got = records(kafka_bootstrap, name, len(sent))
+    assert sorted(d.trigger_id for _, d in got) == sorted(d.trigger_id for d in sent)  # type: ignore[attr-defined]
