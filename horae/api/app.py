@@ -24,6 +24,7 @@ from prometheus_client import (
     generate_latest,
 )
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from horae.api import problems
 from horae.api.auth import Principal, TokenError, Verifier
@@ -68,6 +69,48 @@ class RateLimiter:
             return (1.0 - tokens) / self.rate if self.rate > 0 else 60.0
         self.buckets[tenant] = (tokens - 1.0, now)
         return None
+
+
+class Outer:
+    """The outermost middleware of the API, plain ASGI (no task or stream per request): 413 for a
+    declared body above ``max_body``, a 500 problem for an unhandled error (logged; no stack
+    trace leaves), the request counter and latency histogram by route."""
+
+    def __init__(
+        self, app: ASGIApp, *, max_body: int, requests: Counter, latency: Histogram
+    ) -> None:
+        self.app, self.max_body, self.requests, self.latency = app, max_body, requests, latency
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        path, method = scope["path"], scope["method"]
+        status, answering = 500, False
+
+        async def sending(message: Message) -> None:
+            nonlocal status, answering
+            if message["type"] == "http.response.start":
+                status, answering = message["status"], True
+            await send(message)
+
+        length = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        try:
+            if length is not None and (not length.isdigit() or int(length) > self.max_body):
+                too_large = f"body larger than {self.max_body} bytes"
+                await problems.problem(413, too_large, instance=path)(scope, receive, sending)
+            else:
+                await self.app(scope, receive, sending)
+        except Exception:
+            log.exception("unhandled error on %s %s", method, path)
+            if answering:
+                raise
+            await problems.problem(500, "internal error", instance=path)(scope, receive, sending)
+        finally:
+            name = getattr(scope.get("route"), "path", "unmatched")
+            self.requests.labels(name, method, str(status)).inc()
+            self.latency.labels(name).observe(time.perf_counter() - started)
 
 
 def _ref(name: str) -> dict[str, Any]:
@@ -302,27 +345,7 @@ def create_app(
     app.state.service = service
     problems.install(app)
 
-    @app.middleware("http")
-    async def _outer(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        started = time.perf_counter()
-        length = request.headers.get("content-length")
-        try:
-            if length is not None and (not length.isdigit() or int(length) > api.max_body_bytes):
-                response = problems.problem(
-                    413, f"body larger than {api.max_body_bytes} bytes", instance=request.url.path
-                )
-            else:
-                response = await call_next(request)
-        except Exception:
-            log.exception("unhandled error on %s %s", request.method, request.url.path)
-            response = problems.problem(500, "internal error", instance=request.url.path)
-        route = request.scope.get("route")
-        name = getattr(route, "path", "unmatched")
-        requests.labels(name, request.method, str(response.status_code)).inc()
-        latency.labels(name).observe(time.perf_counter() - started)
-        return response
+    app.add_middleware(Outer, max_body=api.max_body_bytes, requests=requests, latency=latency)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
