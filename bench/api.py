@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import random
 import secrets
 import socket
@@ -30,9 +31,11 @@ import statistics
 import threading
 import time
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from datetime import timedelta
 from typing import Any
 
+import aiohttp
 import httpx
 import psycopg
 import uvicorn
@@ -95,6 +98,15 @@ def seed(database_url: str, schema: str, instants: int, triggers: int) -> None:
         store.close()
 
 
+def _exists(database_url: str, schema: str) -> bool:
+    with psycopg.connect(database_url) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
+            (schema, "triggers"),
+        ).fetchone()
+    return found is not None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -134,21 +146,46 @@ async def creates(url: str, headers: dict[str, str], n: int, concurrency: int) -
     limit = asyncio.Semaphore(concurrency)
     run = uuid.uuid4().hex[:6]
 
-    async def one(client: httpx.AsyncClient, i: int) -> None:
+    async def one(session: aiohttp.ClientSession, i: int) -> None:
         body = {
             "trigger_id": f"c{run}-{i}",
             "recurrence": {"kind": "cron", "expr": "0 * * * *"},
             "target": {"kind": "event", "topic": f"events.{TENANT}"},
         }
-        async with limit:
-            r = await client.post(f"{url}/v1/schedules", json=body)
-        assert r.status_code == 201, r.text
+        async with limit, session.post(f"{url}/v1/schedules", json=body) as r:
+            text = await r.text()
+            assert r.status == 201, text
 
-    async with httpx.AsyncClient(headers=headers, timeout=60) as client:
-        await one(client, -1)  # warm-up
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(headers=headers, connector=connector, timeout=timeout) as s:
+        await one(s, -1)  # warm-up
         started = time.perf_counter()
-        await asyncio.gather(*(one(client, i) for i in range(n)))
+        await asyncio.gather(*(one(s, i) for i in range(n)))
         return n / (time.perf_counter() - started)
+
+
+def client(args: argparse.Namespace, url: str, headers: dict[str, str]) -> dict[str, Any]:
+    """The user's side, in its own process (never sharing the server's interpreter): the page
+    walks one request at a time (latency), then the creates ``--concurrency`` at once."""
+    end = (START + timedelta(minutes=args.instants)).isoformat().replace("+00:00", "Z")
+    begin = START.isoformat().replace("+00:00", "Z")
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as c:
+        walk(c, f"/v1/schedules/{BIG}/history?from={begin}&to={end}&limit=100", 5)
+        walk(c, "/v1/schedules?limit=100", 5)
+        history_pages = walk(
+            c, f"/v1/schedules/{BIG}/history?from={begin}&to={end}&limit=100", args.pages
+        )
+        windows: list[float] = []
+        for _ in range(args.pages):
+            at = START + timedelta(minutes=random.randrange(args.instants))
+            since = at.isoformat().replace("+00:00", "Z")
+            windows += walk(c, f"/v1/schedules/{BIG}/history?from={since}&to={end}&limit=100", 1)
+        list_pages = walk(c, "/v1/schedules?limit=100", args.pages)
+        gets = timed(c, f"/v1/schedules/{BIG}", args.pages)
+    rate = asyncio.run(creates(url, headers, args.creates, args.concurrency))
+    return {"history": history_pages, "windows": windows, "list": list_pages, "gets": gets,
+            "rate": rate}  # fmt: skip
 
 
 def main() -> None:
@@ -158,9 +195,14 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=300)
     parser.add_argument("--creates", type=int, default=2_000)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument(
+        "--schema",
+        help="seed this schema once and keep it (reruns reuse it: sizes must match); "
+        "default: a fresh schema, dropped at the end",
+    )
     args = parser.parse_args()
     bootstrap, database_url = services()
-    schema = f"bench_api_{uuid.uuid4().hex[:8]}"
+    schema = args.schema or f"bench_api_{uuid.uuid4().hex[:8]}"
     prefix = f"{PREFIX}{uuid.uuid4().hex[:6]}."
     admin = AdminClient(client_config(bootstrap))
     topic = topic_name(Topic.DEFINITIONS, prefix)
@@ -185,10 +227,11 @@ def main() -> None:
     history: PostgresHistory | None = None
     try:
         started = time.perf_counter()
-        seed(database_url, schema, args.instants, args.triggers)
+        if not (args.schema and _exists(database_url, schema)):
+            seed(database_url, schema, args.instants, args.triggers)
         seed_s = time.perf_counter() - started
         sink = KafkaSink(bootstrap, prefix)
-        history = PostgresHistory(database_url, schema, max_size=4)
+        history = PostgresHistory(database_url, schema)
         app = create_app(settings, sink, history)
         server = uvicorn.Server(uvicorn.Config(app, "127.0.0.1", port, log_level="warning"))
         thread = threading.Thread(target=server.run, daemon=True)
@@ -205,23 +248,12 @@ def main() -> None:
         )
         headers = {"Authorization": f"Bearer {token}"}
         url = f"http://127.0.0.1:{port}"
-        end = (START + timedelta(minutes=args.instants)).isoformat().replace("+00:00", "Z")
-        begin = START.isoformat().replace("+00:00", "Z")
-        with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
-            walk(client, f"/v1/schedules/{BIG}/history?from={begin}&to={end}&limit=100", 5)
-            history_pages = walk(
-                client, f"/v1/schedules/{BIG}/history?from={begin}&to={end}&limit=100", args.pages
-            )
-            windows: list[float] = []
-            for _ in range(args.pages):
-                at = START + timedelta(minutes=random.randrange(args.instants))
-                since = at.isoformat().replace("+00:00", "Z")
-                windows += walk(
-                    client, f"/v1/schedules/{BIG}/history?from={since}&to={end}&limit=100", 1
-                )
-            list_pages = walk(client, "/v1/schedules?limit=100", args.pages)
-            gets = timed(client, f"/v1/schedules/{BIG}", args.pages)
-        rate = asyncio.run(creates(url, headers, args.creates, args.concurrency))
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            got = pool.submit(client, args, url, headers).result()
+        rate = got["rate"]
+        history_pages, windows, list_pages, gets = (
+            got[k] for k in ("history", "windows", "list", "gets")
+        )
         h, w, lp, g = (quantiles(x) for x in (history_pages, windows, list_pages, gets))
         print(f"seeded {args.instants} fires + {args.triggers} triggers in {seed_s:.1f} s")
         print(f"history page (cursor walk): {h}; from a random window: {w}")
@@ -249,8 +281,9 @@ def main() -> None:
         for f in admin.delete_topics([topic], request_timeout=30).values():
             with contextlib.suppress(Exception):
                 f.result(timeout=30)
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        if not args.schema:
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 if __name__ == "__main__":

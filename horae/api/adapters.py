@@ -5,6 +5,7 @@ own Kafka user), :class:`PostgresHistory` reads the read models through
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import threading
@@ -15,6 +16,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from psycopg_pool import ConnectionPool
 
 from horae.api.ports import BadCursor, FireStory, LatenessRow, Page, StoredTrigger
+from horae.api.render import DEFAULTS, row_listed
 from horae.contracts import events as ev
 from horae.contracts.codec import Codec, default_codec
 from horae.contracts.ingress import decode_definition
@@ -24,13 +26,26 @@ from horae.kafka.config import client_config
 from horae.projections import queries as q
 
 ACK_TIMEOUT_S = 30.0
+
+
+def _settle(acked: asyncio.Future[None], err: KafkaError | None) -> None:
+    if acked.done():  # timed out and cancelled
+        return
+    if err is None:
+        acked.set_result(None)
+    else:
+        acked.set_exception(ConnectionError(str(err)))
+
+
 #: the window of a trigger's events page, which the API does not bound by time
 EPOCH, FOREVER = datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC)
 
 
 class KafkaSink:
-    """Produces signed definitions and commands; each call waits for its own acknowledgement
-    (a poller thread serves the callbacks, so concurrent requests share the producer)."""
+    """Produces signed definitions and commands. Each call is a coroutine that returns once the
+    broker acknowledged its records: the delivery callback (served by one poller thread) resolves
+    an asyncio future in the caller's event loop, so concurrent requests share the producer's
+    batches and broker round trips instead of each holding a thread."""
 
     def __init__(self, bootstrap: str, prefix: str, codec: Codec | None = None) -> None:
         self.bootstrap = bootstrap
@@ -45,47 +60,50 @@ class KafkaSink:
         while not self._stop.is_set():
             self.producer.poll(0.05)
 
-    def _send(self, topic: Topic, key: str, value: bytes, partitions: list[int | None]) -> None:
-        done = threading.Event()
-        errors: list[KafkaError] = []
-        left = [len(partitions)]
-        lock = threading.Lock()
-
-        def delivered(err: KafkaError | None, _msg: Message[Any, Any]) -> None:
-            with lock:
-                if err is not None:
-                    errors.append(err)
-                left[0] -= 1
-                if left[0] == 0:
-                    done.set()
-
+    async def _send(
+        self, topic: Topic, key: str, value: bytes, partitions: list[int | None]
+    ) -> None:
+        loop = asyncio.get_running_loop()
         name = topic_name(topic, self.prefix)
+        waits: list[asyncio.Future[None]] = []
         for partition in partitions:
+            acked: asyncio.Future[None] = loop.create_future()
+
+            def delivered(
+                err: KafkaError | None, _msg: Message[Any, Any], acked: asyncio.Future[None] = acked
+            ) -> None:
+                loop.call_soon_threadsafe(_settle, acked, err)
+
             if partition is None:
                 self.producer.produce(name, value, key.encode(), on_delivery=delivered)
             else:
                 self.producer.produce(
                     name, value, key.encode(), partition=partition, on_delivery=delivered
                 )
-        if not done.wait(ACK_TIMEOUT_S):
-            raise TimeoutError(f"not acknowledged by {self.bootstrap} within {ACK_TIMEOUT_S} s")
-        if errors:
-            raise ConnectionError(str(errors[0]))
+            waits.append(acked)
+        try:
+            async with asyncio.timeout(ACK_TIMEOUT_S):
+                await asyncio.gather(*waits)
+        except TimeoutError:
+            raise TimeoutError(
+                f"not acknowledged by {self.bootstrap} within {ACK_TIMEOUT_S} s"
+            ) from None
 
-    def put_definition(self, d: ev.TriggerDefinition) -> None:
+    async def put_definition(self, d: ev.TriggerDefinition) -> None:
         key = ev.trigger_key(d.tenant, d.trigger_id)
-        self._send(Topic.DEFINITIONS, key, self.codec.encode(d), [None])
+        await self._send(Topic.DEFINITIONS, key, self.codec.encode(d), [None])
 
-    def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
+    async def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
         key = ev.trigger_key(command.tenant, command.trigger_id)
         partitions: list[int | None] = [None]
         if every_partition:
             name = topic_name(Topic.COMMANDS, self.prefix)
-            meta = self.producer.list_topics(name, timeout=10).topics.get(name)
-            if meta is None or meta.error is not None or not meta.partitions:
+            meta = await asyncio.to_thread(self.producer.list_topics, name, timeout=10)
+            found = meta.topics.get(name)
+            if found is None or found.error is not None or not found.partitions:
                 raise ConnectionError(f"topic {name!r} not found")
-            partitions = list(sorted(meta.partitions))
-        self._send(Topic.COMMANDS, key, self.codec.encode(command), partitions)
+            partitions = list(sorted(found.partitions))
+        await self._send(Topic.COMMANDS, key, self.codec.encode(command), partitions)
 
     def problem(self) -> str | None:
         if kafka_healthy(self.bootstrap, timeout_s=3.0):
@@ -158,8 +176,8 @@ class PostgresHistory:
         state: str | None,
     ) -> Page:
         labels = None if label is None else {label[0]: label[1]}
-        page = self._q(self.queries.trigger_rows, tenant, limit, cursor, state, labels)
-        return _page(page, [_stored(r) for r in page.items])
+        page = self._q(self.queries.trigger_rows, tenant, limit, cursor, state, labels, DEFAULTS)
+        return _page(page, [row_listed(r) for r in page.items])
 
     def fires(
         self,

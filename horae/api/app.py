@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -23,9 +24,10 @@ from prometheus_client import (
     generate_latest,
 )
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from horae.api import problems
-from horae.api.auth import Principal, TokenError, verify
+from horae.api.auth import Principal, TokenError, Verifier
 from horae.api.ports import BadCursor, DefinitionSink, HistorySource, LatenessRow, StoredTrigger
 from horae.api.schemas import components
 from horae.api.service import (
@@ -67,6 +69,48 @@ class RateLimiter:
             return (1.0 - tokens) / self.rate if self.rate > 0 else 60.0
         self.buckets[tenant] = (tokens - 1.0, now)
         return None
+
+
+class Outer:
+    """The outermost middleware of the API, plain ASGI (no task or stream per request): 413 for a
+    declared body above ``max_body``, a 500 problem for an unhandled error (logged; no stack
+    trace leaves), the request counter and latency histogram by route."""
+
+    def __init__(
+        self, app: ASGIApp, *, max_body: int, requests: Counter, latency: Histogram
+    ) -> None:
+        self.app, self.max_body, self.requests, self.latency = app, max_body, requests, latency
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        path, method = scope["path"], scope["method"]
+        status, answering = 500, False
+
+        async def sending(message: Message) -> None:
+            nonlocal status, answering
+            if message["type"] == "http.response.start":
+                status, answering = message["status"], True
+            await send(message)
+
+        length = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        try:
+            if length is not None and (not length.isdigit() or int(length) > self.max_body):
+                too_large = f"body larger than {self.max_body} bytes"
+                await problems.problem(413, too_large, instance=path)(scope, receive, sending)
+            else:
+                await self.app(scope, receive, sending)
+        except Exception:
+            log.exception("unhandled error on %s %s", method, path)
+            if answering:
+                raise
+            await problems.problem(500, "internal error", instance=path)(scope, receive, sending)
+        finally:
+            name = getattr(scope.get("route"), "path", "unmatched")
+            self.requests.labels(name, method, str(status)).inc()
+            self.latency.labels(name).observe(time.perf_counter() - started)
 
 
 def _ref(name: str) -> dict[str, Any]:
@@ -213,6 +257,17 @@ def _epoch(value: Any, field: str) -> int:
         raise invalid(field, "expected an RFC 3339 instant") from None
 
 
+def _query_names(route: APIRoute) -> frozenset[str]:
+    """The query parameters ``route`` declares (its dependencies' included, by alias)."""
+    names: set[str] = set()
+    todo = [route.dependant]
+    while todo:
+        dependant = todo.pop()
+        names.update(p.alias for p in dependant.query_params)
+        todo.extend(dependant.dependencies)
+    return frozenset(names)
+
+
 def create_app(
     settings: Settings,
     sink: DefinitionSink,
@@ -230,6 +285,7 @@ def create_app(
     the well-known answer is fetched (default: HTTP)."""
     api = settings.api
     keys = {kid: secret.get_secret_value() for kid, secret in api.token_keys.items()}
+    verifier = Verifier(keys)
     service = Service(
         settings,
         sink,
@@ -258,6 +314,25 @@ def create_app(
         }
         for code in PROBLEM_CODES
     }
+    declared: dict[str, frozenset[str]] = {}  # route path + methods -> its query parameters
+
+    async def known_query(request: Request) -> None:
+        """400 naming the first query parameter the route does not declare (a misspelt filter
+        is an error, never silently ignored)."""
+        route = request.scope.get("route")
+        if not isinstance(route, APIRoute):
+            return
+        key = f"{sorted(route.methods or ())} {route.path}"
+        known = declared.get(key)
+        if known is None:
+            known = declared[key] = _query_names(route)
+        for name in request.query_params:
+            if name not in known:
+                takes = ", ".join(sorted(known)) or "none"
+                message = f"unknown query parameter (this route takes: {takes})"
+                errors = [{"field": name, "message": message}]
+                raise ApiError(400, "Bad request", f"{name}: {message}", errors)
+
     app = FastAPI(
         title="Horae API",
         version="1",
@@ -265,31 +340,12 @@ def create_app(
         docs_url="/v1/docs",
         redoc_url=None,
         responses=error_responses,
+        dependencies=[Depends(known_query)],
     )
     app.state.service = service
     problems.install(app)
 
-    @app.middleware("http")
-    async def _outer(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        started = time.perf_counter()
-        length = request.headers.get("content-length")
-        try:
-            if length is not None and (not length.isdigit() or int(length) > api.max_body_bytes):
-                response = problems.problem(
-                    413, f"body larger than {api.max_body_bytes} bytes", instance=request.url.path
-                )
-            else:
-                response = await call_next(request)
-        except Exception:
-            log.exception("unhandled error on %s %s", request.method, request.url.path)
-            response = problems.problem(500, "internal error", instance=request.url.path)
-        route = request.scope.get("route")
-        name = getattr(route, "path", "unmatched")
-        requests.labels(name, request.method, str(response.status_code)).inc()
-        latency.labels(name).observe(time.perf_counter() - started)
-        return response
+    app.add_middleware(Outer, max_body=api.max_body_bytes, requests=requests, latency=latency)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -304,14 +360,14 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    def principal(
+    async def principal(  # async: checked on the event loop, no worker thread hop per request
         authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> Principal:
         challenge = {"WWW-Authenticate": 'Bearer realm="horae"'}
         if not authorization or not authorization.lower().startswith("bearer "):
             raise ApiError(401, "Unauthorized", "a Bearer token is required", headers=challenge)
         try:
-            who = verify(authorization[7:].strip(), keys)
+            who = verifier(authorization[7:].strip())
         except TokenError as exc:
             raise ApiError(401, "Unauthorized", str(exc), headers=challenge) from None
         wait = limiter.take(who.tenant)
@@ -325,8 +381,8 @@ def create_app(
             )
         return who
 
-    def need(role: Role) -> Callable[..., Principal]:
-        def check(who: Annotated[Principal, Depends(principal)]) -> Principal:
+    def need(role: Role) -> Callable[..., Awaitable[Principal]]:
+        async def check(who: Annotated[Principal, Depends(principal)]) -> Principal:
             if not who.may(role):
                 have = ",".join(sorted(r.value for r in who.roles))
                 raise ApiError(403, "Forbidden", f"needs role {role.value!r} (token grants {have})")
@@ -413,7 +469,7 @@ def create_app(
             d = service.parse(who, body, trigger_id=None, version=version, state="live")
             service.authorize(who, d, None)
             await service.check_target(d)
-            stored = await run_in_threadpool(service.publish, d, None)
+            stored = await service.publish(d, None)
         headers = {**_etag(stored), "Location": f"/v1/schedules/{trigger_id}"}
         return JSONResponse(service.out(stored), status_code=201, headers=headers)
 
@@ -437,16 +493,13 @@ def create_app(
         items = [
             s
             for s in service.merged_page(who.tenant, page.items)
-            if (
-                s.definition.state.value == state
-                if state
-                else s.definition.state.value != "deleted"
-            )
-            and (pair is None or s.definition.labels.get(pair[0]) == pair[1])
+            if (s.state == state if state else s.state != "deleted")
+            and (pair is None or s.labels.get(pair[0]) == pair[1])
         ]
-        return JSONResponse(
-            {"items": [service.out(s) for s in items], "next_cursor": page.next_cursor}
-        )
+        now = service.now_s()
+        rendered = ",".join(service.listed_out(s, now) for s in items)
+        text = f'{{"items":[{rendered}],"next_cursor":{json.dumps(page.next_cursor)}}}'
+        return Response(text.encode(), media_type="application/json")
 
     @app.get(
         "/v1/schedules/{trigger_id}", tags=["schedules"], responses=_ok(200, _ref("TriggerOut"))
@@ -486,7 +539,7 @@ def create_app(
             d = service.parse(who, body, trigger_id=trigger_id, version=version + 1, state=state)
             service.authorize(who, d, held)
             await service.check_target(d)
-            stored = await run_in_threadpool(service.publish, d, held)
+            stored = await service.publish(d, held)
         return JSONResponse(service.out(stored), headers=_etag(stored))
 
     @app.delete(
@@ -500,11 +553,11 @@ def create_app(
         trigger_id: TriggerId, who: Author, if_match: Annotated[str | None, Header()] = None
     ) -> Response:
         async with service.writing(who.tenant, trigger_id):
-            await run_in_threadpool(_delete, trigger_id, who, if_match)
+            await _delete(trigger_id, who, if_match)
         return Response(status_code=204)
 
-    def _delete(trigger_id: str, who: Principal, if_match: str | None) -> None:
-        held = service.existing(who.tenant, trigger_id)
+    async def _delete(trigger_id: str, who: Principal, if_match: str | None) -> None:
+        held = await run_in_threadpool(service.existing, who.tenant, trigger_id)
         if if_match is not None and _version_of(if_match) != held.definition.version:
             raise ApiError(
                 412,
@@ -524,13 +577,13 @@ def create_app(
             }
         )
         service.authorize(who, gone, held)
-        service.publish(gone, held)
+        await service.publish(gone, held)
 
-    def _command(
+    async def _command(
         who: Principal, trigger_id: str, kind: ev.CommandKind, role: Role, **kw: Any
     ) -> ev.Command:
-        service.existing(who.tenant, trigger_id)
-        return service.command(who, trigger_id, kind, role, **kw)
+        await run_in_threadpool(service.existing, who.tenant, trigger_id)
+        return await service.command(who, trigger_id, kind, role, **kw)
 
     @app.post(
         "/v1/schedules/{trigger_id}/pause",
@@ -538,10 +591,9 @@ def create_app(
         status_code=202,
         responses=_ok(202, ACCEPTED, "Accepted"),
     )
-    def pause(trigger_id: TriggerId, who: Author) -> dict[str, str]:
-        return {
-            "command_id": _command(who, trigger_id, ev.CommandKind.PAUSE, Role.AUTHOR).command_id
-        }
+    async def pause(trigger_id: TriggerId, who: Author) -> dict[str, str]:
+        command = await _command(who, trigger_id, ev.CommandKind.PAUSE, Role.AUTHOR)
+        return {"command_id": command.command_id}
 
     @app.post(
         "/v1/schedules/{trigger_id}/resume",
@@ -549,10 +601,9 @@ def create_app(
         status_code=202,
         responses=_ok(202, ACCEPTED, "Accepted"),
     )
-    def resume(trigger_id: TriggerId, who: Author) -> dict[str, str]:
-        return {
-            "command_id": _command(who, trigger_id, ev.CommandKind.RESUME, Role.AUTHOR).command_id
-        }
+    async def resume(trigger_id: TriggerId, who: Author) -> dict[str, str]:
+        command = await _command(who, trigger_id, ev.CommandKind.RESUME, Role.AUTHOR)
+        return {"command_id": command.command_id}
 
     @app.post(
         "/v1/schedules/{trigger_id}/run",
@@ -560,8 +611,8 @@ def create_app(
         status_code=202,
         responses=_ok(202, ACCEPTED, "Accepted"),
     )
-    def run(trigger_id: TriggerId, who: Author) -> dict[str, str]:
-        command = _command(who, trigger_id, ev.CommandKind.MANUAL_RUN, Role.AUTHOR)
+    async def run(trigger_id: TriggerId, who: Author) -> dict[str, str]:
+        command = await _command(who, trigger_id, ev.CommandKind.MANUAL_RUN, Role.AUTHOR)
         return {"command_id": command.command_id, "fire_key": service.manual_fire_key(command)}
 
     # --- dry-run and what-if -------------------------------------------------------------
@@ -784,10 +835,8 @@ def create_app(
         service.check_confirm(confirm, who.tenant, trigger_id, d.version, start, end)
         reason = body.get("reason") if isinstance(body.get("reason"), str) else None
         window = (datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
-        command = await run_in_threadpool(
-            lambda: service.command(
-                who, trigger_id, ev.CommandKind.BACKFILL, Role.POLICY, reason=reason, window=window
-            )
+        command = await service.command(
+            who, trigger_id, ev.CommandKind.BACKFILL, Role.POLICY, reason=reason, window=window
         )
         return JSONResponse({"fires": fires, "command_id": command.command_id}, status_code=202)
 
@@ -823,7 +872,7 @@ def create_app(
             role=Role.POLICY,
         )
         service.authorize(who, amended, held, also=frozenset({Role.AUTHOR}))
-        stored = await run_in_threadpool(service.publish, amended, held)
+        stored = await service.publish(amended, held)
         return stored
 
     @app.post(
@@ -968,7 +1017,7 @@ def create_app(
         except ValueError as exc:
             raise ApiError(503, "Not configured", str(exc)) from None
         try:
-            await run_in_threadpool(lambda: sink.put_command(command, every_partition=True))
+            await sink.put_command(command, every_partition=True)
         except Exception as exc:
             raise ApiError(503, "Unavailable", f"the command was not acknowledged: {exc}") from None
         return {"command_id": command.command_id}

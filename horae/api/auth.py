@@ -93,6 +93,29 @@ def issue(
     return jwt.encode(claims, secret, algorithm=ALGORITHM, headers={"kid": kid})
 
 
+class Verifier:
+    """:func:`verify` with the tokens already verified remembered (at most ``size``, the oldest
+    forgotten first): a token's signature and claims are checked once per process, its expiry on
+    every use. The keys are fixed for the verifier's life (rotation restarts the API)."""
+
+    def __init__(self, keys: Mapping[str, str], size: int = 10_000) -> None:
+        self.keys, self.size = dict(keys), size
+        self._seen: dict[str, tuple[Principal, float]] = {}
+
+    def __call__(self, token: str, now: datetime | None = None) -> Principal:
+        at = (now or datetime.now(UTC)).timestamp()
+        held = self._seen.get(token)
+        if held is None:
+            who = verify(token, self.keys, now)
+            held = (who, float(jwt.decode(token, options={"verify_signature": False})["exp"]))
+            if len(self._seen) >= self.size:
+                self._seen.pop(next(iter(self._seen)))
+            self._seen[token] = held
+        if held[1] <= at:
+            raise TokenError("token expired")
+        return held[0]
+
+
 def verify(token: str, keys: Mapping[str, str], now: datetime | None = None) -> Principal:
     """The principal of a valid token; :class:`TokenError` otherwise."""
     try:

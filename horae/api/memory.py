@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from horae.api.ports import BadCursor, FireStory, LatenessRow, Page, StoredTrigger
+from horae.api.render import listed
 from horae.contracts import events as ev
 
 
@@ -55,7 +56,7 @@ class MemoryBackend:
     down: str | None = None
 
     # --- sink -----------------------------------------------------------------------------
-    def put_definition(self, d: ev.TriggerDefinition) -> None:
+    async def put_definition(self, d: ev.TriggerDefinition) -> None:
         if self.down:
             raise ConnectionError(self.down)
         self.definitions.append(d)
@@ -63,7 +64,7 @@ class MemoryBackend:
         if self.auto_project:
             self.project()
 
-    def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
+    async def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
         if self.down:
             raise ConnectionError(self.down)
         self.commands.append((command, every_partition))
@@ -106,7 +107,7 @@ class MemoryBackend:
             )
             and (label is None or s.definition.labels.get(label[0]) == label[1])
         ]
-        return _page(rows, limit, cursor)
+        return _page([listed(s) for s in rows], limit, cursor)
 
     def fires(
         self,

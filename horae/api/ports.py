@@ -9,6 +9,7 @@ plain dicts of JSON-able values or datetimes (the API renders datetimes as RFC 3
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -23,6 +24,20 @@ class StoredTrigger:
     definition: ev.TriggerDefinition
     created_at: datetime
     updated_at: datetime
+
+
+@dataclass(frozen=True)
+class ListedTrigger:
+    """A trigger as the list shows it: ``body`` is the JSON text of its TriggerOut without
+    ``next_instants`` (the answer adds them from ``recurrence`` at the time of asking), rendered
+    by the read model itself, so a page needs no definition decoded."""
+
+    trigger_id: str
+    version: int
+    state: str
+    labels: Mapping[str, str]
+    recurrence: ev.Recurrence
+    body: str
 
 
 @dataclass(frozen=True)
@@ -63,11 +78,12 @@ class BadCursor(ValueError):
 
 class DefinitionSink(Protocol):
     """Where the API's signed definitions and commands go (the definitions and commands
-    topics). Each call returns once the broker acknowledged; raises on failure."""
+    topics). Each call is a coroutine that returns once the broker acknowledged (without holding
+    a thread meanwhile); raises on failure."""
 
-    def put_definition(self, d: ev.TriggerDefinition) -> None: ...
+    async def put_definition(self, d: ev.TriggerDefinition) -> None: ...
 
-    def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
+    async def put_command(self, command: ev.Command, *, every_partition: bool = False) -> None:
         """``every_partition``: a tenant-wide command goes to every partition."""
         ...
 
@@ -91,7 +107,7 @@ class HistorySource(Protocol):
         label: tuple[str, str] | None,
         state: str | None,
     ) -> Page:
-        """Latest versions by trigger id (``Page.items``: :class:`StoredTrigger`); without a
+        """Latest versions by trigger id (``Page.items``: :class:`ListedTrigger`); without a
         ``state`` filter deleted triggers are left out."""
         ...
 

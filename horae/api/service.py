@@ -30,7 +30,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from horae.api.auth import Principal
-from horae.api.ports import DefinitionSink, HistorySource, StoredTrigger
+from horae.api.ports import DefinitionSink, HistorySource, ListedTrigger, StoredTrigger
+from horae.api.render import listed, stored_body, upcoming_instants
 from horae.api.schemas import FILLED
 from horae.api.verification import (
     CHALLENGE_TTL_S,
@@ -44,19 +45,16 @@ from horae.api.verification import (
 )
 from horae.contracts import events as ev
 from horae.contracts import signing
-from horae.contracts._reflect import to_avro
-from horae.contracts.codec import DecodeError
+from horae.contracts.codec import DecodeError, default_codec
 from horae.contracts.domain_map import trigger_spec
 from horae.contracts.grants import Grants
 from horae.contracts.ingress import Source, decode_definition, ingest_definition
 from horae.contracts.ingress import validate_definition as validate_fields
-from horae.contracts.jsonform import plain
 from horae.domain import Limits, validate_trigger
 from horae.domain.errors import ValidationError
 from horae.domain.keys import FireKey, Origin
 from horae.domain.queries import instants_between, next_instants, occurrences, what_if
 from horae.domain.schedule import BoundedSchedule
-from horae.domain.timefmt import format_utc
 from horae.domain.trigger import TriggerSpec
 from horae.outbound.ssrf import AddressPolicy, AddressRefused, ResolutionError
 from horae.settings import Settings
@@ -97,13 +95,6 @@ def _decode_error(exc: DecodeError) -> ApiError:
     return invalid(field if sep else "<body>", message if sep else exc.detail)
 
 
-def trigger_json(d: ev.TriggerDefinition) -> dict[str, Any]:
-    """The plain JSON form of a definition (signature left out)."""
-    out: dict[str, Any] = plain(to_avro(d))
-    out.pop("signature", None)
-    return out
-
-
 @dataclass
 class Service:
     settings: Settings
@@ -121,6 +112,7 @@ class Service:
         self._runs: dict[tuple[str, str, datetime], int] = {}
         self._grants: Grants = self.settings.grants()
         self._keys = self.settings.tenant_key_bytes()
+        self._codec = default_codec()
 
     def writing(self, tenant: str, trigger_id: str) -> asyncio.Lock:
         """The lock that serializes this process's writes to one trigger (read the version,
@@ -148,32 +140,30 @@ class Service:
             raise not_found(f"trigger {trigger_id!r}")
         return held
 
-    def merged_page(self, tenant: str, items: list[StoredTrigger]) -> list[StoredTrigger]:
+    def merged_page(self, tenant: str, items: list[ListedTrigger]) -> list[ListedTrigger]:
         """List items with this process's newer versions merged in (a trigger the projection
         does not list yet is not added: the list is the projection's pages)."""
         out = []
-        for s in items:
-            mine = self._recent.get((tenant, s.definition.trigger_id))
-            newer = mine is not None and mine[1].definition.version > s.definition.version
-            out.append(mine[1] if newer and mine is not None else s)
+        for item in items:
+            mine = self._recent.get((tenant, item.trigger_id))
+            newer = mine is not None and mine[1].definition.version > item.version
+            out.append(listed(mine[1]) if newer and mine is not None else item)
         return out
+
+    def now_s(self) -> int:
+        return int(self.clock().timestamp())
 
     def out(self, s: StoredTrigger) -> dict[str, Any]:
         """TriggerOut: the definition's JSON form, its state, dates and next three instants."""
         d = s.definition
-        body = trigger_json(d)
-        body["created_at"] = s.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-        body["updated_at"] = s.updated_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-        upcoming: list[str] = []
-        if d.state is ev.DefinitionState.LIVE:
-            try:
-                schedule = trigger_spec(d).schedule()
-                now = int(self.clock().timestamp())
-                upcoming = [format_utc(t) for t in next_instants(schedule, now, 3)]
-            except (ValidationError, ValueError):
-                upcoming = []
-        body["next_instants"] = upcoming
+        body = stored_body(s)
+        body["next_instants"] = upcoming_instants(d.state.value, d.recurrence, self.now_s())
         return body
+
+    def listed_out(self, item: ListedTrigger, now: int) -> str:
+        """TriggerOut JSON text of a list item, its next instants after ``now`` added."""
+        upcoming = json.dumps(upcoming_instants(item.state, item.recurrence, now))
+        return f'{item.body[:-1]},"next_instants":{upcoming}}}'
 
     # --- definitions ----------------------------------------------------------------------
     def _platform_key(self) -> bytes:
@@ -322,20 +312,20 @@ class Service:
         self.verifications.verified(tenant, made.host, until)
         return True, "verified", until
 
-    def publish(self, d: ev.TriggerDefinition, prior: StoredTrigger | None) -> StoredTrigger:
-        """Sign with the platform key, re-check with ingress on the exact bytes, produce, and
-        remember the version (read-your-writes)."""
+    async def publish(self, d: ev.TriggerDefinition, prior: StoredTrigger | None) -> StoredTrigger:
+        """Sign with the platform key, re-check with ingress on the record's wire bytes (what the
+        planner decodes), produce, and remember the version (read-your-writes)."""
         signed = signing.sign(d, self.settings.platform_key_id, self._platform_key())
-        raw = json.dumps(plain(to_avro(signed)), sort_keys=True).encode()
+        wire = self._codec.encode(signed)
         key = ev.trigger_key(signed.tenant, signed.trigger_id).encode()
         checked = ingest_definition(
-            raw, key, Source("api", 0, 0), self._keys, now=self.clock(), grants=self._grants
+            wire, key, Source("api", 0, 0), self._keys, now=self.clock(), grants=self._grants
         )
         if isinstance(checked, ev.Quarantined):
             status = 403 if checked.cause in ("unknown-tenant", "cross-tenant") else 422
             raise ApiError(status, "Refused by ingress", f"{checked.cause}: {checked.detail}")
         try:
-            self.sink.put_definition(signed)
+            await self.sink.put_definition(signed)
         except Exception as exc:
             raise ApiError(
                 503, "Unavailable", f"the definition was not acknowledged: {exc}"
@@ -349,7 +339,7 @@ class Service:
         return stored
 
     # --- commands -------------------------------------------------------------------------
-    def command(
+    async def command(
         self,
         principal: Principal,
         trigger_id: str,
@@ -376,7 +366,7 @@ class Service:
         )
         signed = signing.sign(command, self.settings.platform_key_id, self._platform_key())
         try:
-            self.sink.put_command(signed)
+            await self.sink.put_command(signed)
         except Exception as exc:
             raise ApiError(503, "Unavailable", f"the command was not acknowledged: {exc}") from None
         return signed

@@ -44,10 +44,25 @@ def named_types(schema: Any, found: dict[str, Any] | None = None, ns: str = "") 
     return found
 
 
+#: named types per schema object (the codec's schemas live as long as the process): computing
+#: them walked the whole schema on every coerce/canonical call
+_NAMED: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+
+def _named(schema: dict[str, Any]) -> dict[str, Any]:
+    held = _NAMED.get(id(schema))
+    if held is not None and held[0] is schema:
+        return held[1]
+    names = named_types(schema)
+    if len(_NAMED) < 1024:
+        _NAMED[id(schema)] = (schema, names)
+    return names
+
+
 class _Walker:
     def __init__(self, schema: dict[str, Any]) -> None:
         self.schema = schema
-        self.names = named_types(schema)
+        self.names = _named(schema)
 
     def resolve(self, s: Any) -> Any:
         if isinstance(s, str) and s in self.names:

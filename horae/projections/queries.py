@@ -206,13 +206,19 @@ class HistoryQueries:
         cursor: str | None = None,
         state: str | None = None,
         labels: dict[str, str] | None = None,
+        defaults: dict[str, dict[str, Any]] | None = None,
     ) -> RowPage:
-        """Latest versions in full, by trigger id; ``state`` (default: all but deleted) and
-        ``labels`` (all of them) filter."""
+        """Latest versions by trigger id, each rendered as the API's TriggerOut JSON text
+        (``trigger_id, version, state, labels, recurrence_key, body``: see the SQL); ``state``
+        (default: all but deleted) and ``labels`` (all of them) filter; ``defaults``: the JSON
+        of each sub-record's defaults (``recurrence``, ``target``, ``policies``, ``retry``,
+        ``quotas``) for rows projected before a field existed."""
         limit = max(1, min(limit, MAX_LIMIT))
         after = _decode_cursor(cursor, 1)[0] if cursor else None
         params = {"tenant": tenant, "after": after, "limit": limit + 1, "state": state,
                   "labels": json.dumps(labels) if labels else None}  # fmt: skip
+        for name in ("recurrence", "target", "policies", "retry", "quotas"):
+            params[name] = json.dumps((defaults or {}).get(name, {}))
         with self._cursor() as cur:
             rows = cur.execute(sql("queries/api_triggers_page"), params).fetchall()
         more = len(rows) > limit

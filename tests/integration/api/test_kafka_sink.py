@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Consumer
@@ -49,7 +50,7 @@ def test_definitions_and_tenant_wide_commands(kafka_bootstrap: str, topic_prefix
     try:
         assert sink.problem() is None
         d = cron_trigger("acme", "nightly", "0 9 * * *", "https://hooks.acme.example/x")
-        sink.put_definition(d)
+        asyncio.run(sink.put_definition(d))
         now = datetime.now(UTC).replace(microsecond=0)
         command = ev.Command(
             command_id="c1",
@@ -61,7 +62,7 @@ def test_definitions_and_tenant_wide_commands(kafka_bootstrap: str, topic_prefix
             requested_at=now,
             expires_at=now + timedelta(minutes=5),
         )
-        sink.put_command(command, every_partition=True)
+        asyncio.run(sink.put_command(command, every_partition=True))
     finally:
         sink.close()
     [(partition, got)] = records(kafka_bootstrap, names[0], 1)
@@ -74,3 +75,27 @@ def test_definitions_and_tenant_wide_commands(kafka_bootstrap: str, topic_prefix
         assert unreachable.problem() is not None
     finally:
         unreachable.close()
+
+
+def test_concurrent_puts_each_return_on_their_own_acknowledgement(
+    kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    admin = AdminClient(client_config(kafka_bootstrap))
+    name = topic_name(Topic.DEFINITIONS, topic_prefix)
+    for f in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
+        f.result(timeout=30)
+    sink = KafkaSink(kafka_bootstrap, topic_prefix)
+    sent = [
+        cron_trigger("acme", f"t{i}", "0 9 * * *", "https://hooks.acme.example/x")
+        for i in range(50)
+    ]
+
+    async def put_all() -> None:
+        await asyncio.gather(*(sink.put_definition(d) for d in sent))
+
+    try:
+        asyncio.run(put_all())
+    finally:
+        sink.close()
+    got = records(kafka_bootstrap, name, len(sent))
+    assert sorted(d.trigger_id for _, d in got) == sorted(d.trigger_id for d in sent)  # type: ignore[attr-defined]

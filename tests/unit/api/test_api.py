@@ -210,7 +210,10 @@ def test_service_routes() -> None:
     api.backend.down = "broker unreachable"
     r = api.client.get("/readyz")
     assert r.status_code == 503 and "broker unreachable" in r.json()["detail"]
-    assert "horae_api_requests_total" in api.client.get("/metrics").text
+    assert api.client.get("/v1/schedules/x", headers=api.headers()).status_code == 404
+    metrics = api.client.get("/metrics").text
+    assert "horae_api_requests_total" in metrics
+    assert 'route="/v1/schedules/{trigger_id}",status="404"' in metrics
     assert api.client.get("/v1/openapi.json").json()["components"]["schemas"]["TriggerIn"]
     assert api.client.get("/v1/docs").status_code == 200
 
