@@ -279,6 +279,7 @@ def lateness(
     finally:
         stop_all(running)
     return {
+        "procs": procs,
         "rate": rate,
         "fires": sent,
         "delivered": s["window"],

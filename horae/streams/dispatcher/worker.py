@@ -39,7 +39,7 @@ from horae.streams.dispatcher.callback import CallbackHandler, OutcomeWriter, st
 from horae.streams.dispatcher.conclude import cancelled, conclude
 from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.deliver import attempt_once
-from horae.streams.dispatcher.metrics import DispatcherMetrics, target_class
+from horae.streams.dispatcher.metrics import GAUGE_EVERY_S, DispatcherMetrics, target_class
 from horae.streams.dispatcher.pump import Finished, Item, Pump
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,7 @@ class Dispatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._gauges_at = 0.0  # monotonic time of the next gauge refresh
         self.router = Router(config.prefix)
         self.pump = Pump(
             config,
@@ -167,9 +168,12 @@ class Dispatcher:
             await self._wake.wait()
             timer.cancel()
         self._wake.clear()
-        self.metrics.inflight.set(self.admission.inflight)
-        for klass, n in self.admission.held.items():
-            self.metrics.held.labels(klass.value).set(n)
+        now = self.clock.monotonic()
+        if now >= self._gauges_at:
+            self._gauges_at = now + GAUGE_EVERY_S
+            self.metrics.inflight.set(self.admission.inflight)
+            for klass, n in self.admission.held.items():
+                self.metrics.set_held(klass.value, n)
 
     async def _drain(self) -> None:
         if self._tasks:
@@ -228,10 +232,10 @@ class Dispatcher:
             sent = await attempt_once(order, self.config, self.sender, self.clock)
             conclusion = conclude(order, item.carried, sent, self.router, item.partition)
             result = sent.result
-            self.metrics.attempts.labels(
+            self.metrics.attempt(
                 result.send_result.value if result else "not_sent",
                 target_class(result.status if result else None),
-            ).inc()
+            )
             if order.attempt == 1 and item.carried.budget_base == 0:
                 scheduled = order.fire.scheduled_at.timestamp()
                 self.metrics.lateness.observe(max(0.0, sent.started_ms / 1000 - scheduled))
