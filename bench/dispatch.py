@@ -281,7 +281,7 @@ def lateness(
     return {
         "procs": procs,
         "rate": rate,
-        "fires": sent,
+        "fires_at_rate": sent,  # not "fires": the throughput phase's count stays in the JSON
         "delivered": s["window"],
         "delivery_p50_ms": s.get("p50_ms", -1),
         "delivery_p99_ms": s.get("p99_ms", -1),
