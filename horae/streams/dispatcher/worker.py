@@ -57,7 +57,8 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
         except ImportError:
             log.warning("uvloop is not installed: sending on asyncio's event loop")
         else:
-            return uvloop.new_event_loop
+            factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+            return factory
     return asyncio.SelectorEventLoop
 
 
