@@ -8,13 +8,16 @@ committed in Kafka transactions) against a local keep-alive receiver in a subpro
    steps) for ``--seconds``; delivery lateness = receipt at the receiver − the fire's instant
    (its ``scheduled_at`` = ``due_at`` = ``not_before``), p50/p99 over all fires. This includes
    produce → consume latency through the broker; the planner's own commit is not part of it.
+``--phase throughput|lateness`` runs one of them; ``--procs N`` runs N dispatcher processes
+sharing the lanes as one consumer group (slots ``t0``…; CPU per POST is theirs summed).
 3. ``--profile``: phase 1 again with the dispatcher in this process under cProfile (both its
    threads), printing where the time goes.
 
 Needs a broker: ``HORAE_KAFKA_BOOTSTRAP`` (default the dev stack, 127.0.0.1:19092). The last line
 printed is JSON: ``{"posts_per_s": ..., "delivery_p99_ms": ..., ...}``.
 
-    .venv/bin/python bench/dispatch.py [--fires 20000] [--rate 1000] [--seconds 15] [--profile]
+    .venv/bin/python bench/dispatch.py [--fires 20000] [--rate 2000] [--seconds 15] [--procs 1]
+        [--phase all|throughput|lateness] [--profile]
 """
 
 from __future__ import annotations
@@ -191,7 +194,31 @@ def wait_distinct(port: int, n: int, limit_s: float = 600) -> None:
         time.sleep(0.25)
 
 
-def throughput(bootstrap: str, port: int, fires: int, profile: bool) -> dict[str, float]:
+Procs = list[subprocess.Popen[bytes]]
+
+
+def dispatchers(bootstrap: str, prefix: str, slot: str, procs: int) -> Procs:
+    """``procs`` dispatcher processes sharing the lanes as one consumer group (slots
+    ``<slot>0`` …)."""
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "horae.cli.main", "dispatcher"],
+            env=env_for(bootstrap, prefix, f"{slot}{i}"),
+        )
+        for i in range(procs)
+    ]
+
+
+def stop_all(procs: Procs) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.wait(120)
+
+
+def throughput(
+    bootstrap: str, port: int, fires: int, profile: bool, procs: int = 1
+) -> dict[str, float]:
     prefix = f"bench{uuid.uuid4().hex[:8]}."
     topics(bootstrap, prefix)
     lanes = Lanes(bootstrap, prefix)
@@ -203,39 +230,39 @@ def throughput(bootstrap: str, port: int, fires: int, profile: bool) -> dict[str
     before = stats(port)["distinct"]
     if profile:
         return profiled(bootstrap, prefix, port, before + fires)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "horae.cli.main", "dispatcher"], env=env_for(bootstrap, prefix, "t")
-    )
+    started = time.time()
+    running = dispatchers(bootstrap, prefix, "t", procs)
     try:
-        started = time.time()
         wait_distinct(port, before + fires)
         s = stats(port, since=started)
-        cpu = cpu_s(proc.pid)
+        cpu = sum(cpu_s(proc.pid) for proc in running)
     finally:
-        proc.terminate()
-        proc.wait(120)
+        stop_all(running)
     span = s["last"] - s["first"]
     return {
         "posts_per_s": round(s["window"] / span, 1),
         "fires": s["window"],
         "span_s": round(span, 2),
         "dispatcher_cpu_ms_per_post": round(cpu * 1000 / s["window"], 3),
+        "procs": procs,
     }
 
 
-def lateness(bootstrap: str, port: int, rate: int, seconds: float) -> dict[str, float]:
+def lateness(
+    bootstrap: str, port: int, rate: int, seconds: float, procs: int = 1
+) -> dict[str, float]:
     prefix = f"bench{uuid.uuid4().hex[:8]}."
     topics(bootstrap, prefix)
     lanes = Lanes(bootstrap, prefix)
     url = f"http://127.0.0.1:{port}/hook"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "horae.cli.main", "dispatcher"], env=env_for(bootstrap, prefix, "l")
-    )
+    running = dispatchers(bootstrap, prefix, "l", procs)
     try:
-        warm = int(time.time() * 1000)  # warm-up order: the dispatcher has joined when it lands
-        lanes.put(make_order(url, "g0", warm, 999_999))
+        base = stats(port)["distinct"]
+        warm = int(time.time() * 1000)  # warm-up orders, one per trigger: when all have landed,
+        for i in range(TRIGGERS):  # every partition is assigned (with --procs, to every process)
+            lanes.put(make_order(url, f"g{i}", warm, 999_999))
         lanes.flush()
-        wait_distinct(port, stats(port)["distinct"] + 1, 120)
+        wait_distinct(port, base + TRIGGERS, 120)
         before = stats(port)["distinct"]
         start = time.time()
         sent = 0
@@ -250,11 +277,11 @@ def lateness(bootstrap: str, port: int, rate: int, seconds: float) -> dict[str, 
         wait_distinct(port, before + sent, 300)
         s = stats(port, since=start)
     finally:
-        proc.terminate()
-        proc.wait(120)
+        stop_all(running)
     return {
+        "procs": procs,
         "rate": rate,
-        "fires": sent,
+        "fires_at_rate": sent,  # not "fires": the throughput phase's count stays in the JSON
         "delivered": s["window"],
         "delivery_p50_ms": s.get("p50_ms", -1),
         "delivery_p99_ms": s.get("p99_ms", -1),
@@ -319,9 +346,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--fires", type=int, default=20_000)
-    parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--phase", choices=("all", "throughput", "lateness"), default="all", help="what to run"
+    )
+    parser.add_argument(
+        "--procs", type=int, default=1, help="dispatcher processes sharing the lanes (one group)"
+    )
     args = parser.parse_args()
     if args.serve:
         serve()
@@ -334,11 +367,13 @@ def main() -> None:
         assert receiver.stdout is not None
         port = int(receiver.stdout.readline())
         result: dict[str, float] = {}
-        tp = throughput(bootstrap, port, args.fires, False)
-        print(f"throughput: {tp}", flush=True)
-        late = lateness(bootstrap, port, args.rate, args.seconds)
-        print(f"lateness: {late}", flush=True)
-        result = {**tp, **late}
+        if args.phase in ("all", "throughput"):
+            result.update(throughput(bootstrap, port, args.fires, False, args.procs))
+            print(f"throughput: {result}", flush=True)
+        if args.phase in ("all", "lateness"):
+            late = lateness(bootstrap, port, args.rate, args.seconds, args.procs)
+            print(f"lateness: {late}", flush=True)
+            result.update(late)
         if args.profile:
             prof = throughput(bootstrap, port, args.fires, True)
             print(f"profiled run (in-process, cProfile on): {prof}", flush=True)

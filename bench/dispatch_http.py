@@ -8,6 +8,7 @@ reported too: on a shared machine it moves less than POSTs/s. The last line prin
 ``{"posts_per_s": ..., "concurrency": 64, "raw_aiohttp_posts_per_s": ..., ...}``.
 
     .venv/bin/python bench/dispatch_http.py [--seconds 10] [--rounds 5] [--concurrency 64]
+        [--loop uvloop|asyncio]
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from horae.outbound import (
     SigningKeys,
     attempt_headers,
 )
+from horae.streams.dispatcher.worker import loop_factory
 
 SECRET = "whsec_" + base64.b64encode(b"bench-secret-0123456789").decode()
 BODY = json.dumps({"tenant": "t", "trigger": "bench", "scheduled_at": "2025-01-01T00:00:00Z"})
@@ -141,6 +143,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="measured, per variant")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument(
+        "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the client's event loop"
+    )
     args = parser.parse_args()
     if args.serve:
         serve()
@@ -154,7 +159,9 @@ def main() -> None:
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline())
-        result = asyncio.run(bench(port, args.concurrency, args.seconds, args.rounds))
+        with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
+            result = runner.run(bench(port, args.concurrency, args.seconds, args.rounds))
+        result["loop"] = args.loop
     finally:
         if server.stdin is not None:
             server.stdin.close()

@@ -119,6 +119,11 @@ class DispatcherSettings(BaseSettings):
         "then only verify at the dispatcher that issued them)",
     )
     callback_ttl_s: int = Field(default=3600, description="how long a callback token is valid")
+    event_loop: Literal["uvloop", "asyncio"] = Field(
+        default="uvloop",
+        description="the sending loop: uvloop (faster; asyncio's when uvloop is not installed) "
+        "or asyncio's own (docs/performance.md)",
+    )
 
 
 class ProjectorSettings(BaseSettings):

@@ -61,6 +61,7 @@ class DispatcherConfig:
     session_timeout_ms: int = 10_000
     commit_interval_s: float = 0.05  # most time a finished attempt waits for its transaction
     max_open_per_partition: int = 20_000  # consumed, unfinished orders before a partition pauses
+    event_loop: str = "uvloop"  # or "asyncio" (see horae.streams.dispatcher.worker.loop_factory)
 
     def limits(self, tenant: str) -> TenantLimits:
         """``tenant``'s limits over every dispatcher process (its grant)."""
@@ -114,5 +115,6 @@ class DispatcherConfig:
             platform_key=platform_key.get_secret_value().encode() if platform_key else None,
             tenant_keys=settings.tenant_key_bytes(),
             session_timeout_ms=mine.session_timeout_ms,
+            event_loop=mine.event_loop,
         )
         return replace(base, **overrides)  # type: ignore[arg-type]

@@ -10,14 +10,17 @@
   ``unknown`` among all ended fires);
 - ``horae_dispatch_partition_share``: owned / total lane partitions, the share of every tenant's
   dispatch limits this process applies;
-- ``horae_dispatch_breaker_trips_total``; in-flight sends, held orders by class, retries,
-  callbacks by result, transaction aborts.
+- ``horae_dispatch_breaker_trips_total``; in-flight sends, held orders by class (both refreshed
+  at most every :data:`GAUGE_EVERY_S`), retries, callbacks by result, transaction aborts.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+GAUGE_EVERY_S = 0.25  # the loop refreshes its in-flight and held gauges at most this often
 LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600)
 
 
@@ -73,9 +76,29 @@ class DispatcherMetrics:
         )
         self._ended = 0
         self._unknown = 0
+        self._attempts: dict[tuple[str, str], Any] = {}  # label children, looked up once
+        self._outcomes: dict[str, Any] = {}
+        self._held: dict[str, Any] = {}
+
+    def attempt(self, result: str, klass: str) -> None:
+        """Count one attempt (``horae_dispatch_attempts``; once per send, so the labelled child
+        is looked up once per label pair)."""
+        child = self._attempts.get((result, klass))
+        if child is None:
+            child = self._attempts[(result, klass)] = self.attempts.labels(result, klass)
+        child.inc()
+
+    def set_held(self, klass: str, n: int) -> None:
+        child = self._held.get(klass)
+        if child is None:
+            child = self._held[klass] = self.held.labels(klass)
+        child.set(n)
 
     def ended(self, state: str) -> None:
-        self.outcomes.labels(state).inc()
+        child = self._outcomes.get(state)
+        if child is None:
+            child = self._outcomes[state] = self.outcomes.labels(state)
+        child.inc()
         self._ended += 1
         self._unknown += state == "unknown"
         self.unknown_fraction.set(self._unknown / self._ended)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 
 from horae.contracts import events as ev
 from horae.contracts.routing import Router
@@ -38,12 +39,27 @@ from horae.streams.dispatcher.callback import CallbackHandler, OutcomeWriter, st
 from horae.streams.dispatcher.conclude import cancelled, conclude
 from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.deliver import attempt_once
-from horae.streams.dispatcher.metrics import DispatcherMetrics, target_class
+from horae.streams.dispatcher.metrics import GAUGE_EVERY_S, DispatcherMetrics, target_class
 from horae.streams.dispatcher.pump import Finished, Item, Pump
 
 log = logging.getLogger(__name__)
 _RETRY = ev.Lane.RETRY
 RETRY_INTERNAL_S = 5.0  # an attempt that crashed inside the dispatcher is tried again after this
+
+
+def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop the dispatcher sends on: ``"uvloop"`` (libuv's, docs/performance.md) unless
+    it is not installed, else asyncio's own selector loop, whatever loop policy the process has
+    set. The same code runs on both; ``HORAE_DISPATCHER_EVENT_LOOP=asyncio`` switches uvloop off."""
+    if name == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            log.warning("uvloop is not installed: sending on asyncio's event loop")
+        else:
+            factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+            return factory
+    return asyncio.SelectorEventLoop
 
 
 class Dispatcher:
@@ -73,6 +89,7 @@ class Dispatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._gauges_at = 0.0  # monotonic time of the next gauge refresh
         self.router = Router(config.prefix)
         self.pump = Pump(
             config,
@@ -101,8 +118,9 @@ class Dispatcher:
 
     # --- the loop -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
-        """Run until ``stop`` is set (blocking)."""
-        asyncio.run(self._main(stop))
+        """Run until ``stop`` is set (blocking), on the loop ``config.event_loop`` names."""
+        with asyncio.Runner(loop_factory=loop_factory(self.config.event_loop)) as runner:
+            runner.run(self._main(stop))
 
     async def _main(self, stop: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
@@ -151,9 +169,12 @@ class Dispatcher:
             await self._wake.wait()
             timer.cancel()
         self._wake.clear()
-        self.metrics.inflight.set(self.admission.inflight)
-        for klass, n in self.admission.held.items():
-            self.metrics.held.labels(klass.value).set(n)
+        now = self.clock.monotonic()
+        if now >= self._gauges_at:
+            self._gauges_at = now + GAUGE_EVERY_S
+            self.metrics.inflight.set(self.admission.inflight)
+            for klass, n in self.admission.held.items():
+                self.metrics.set_held(klass.value, n)
 
     async def _drain(self) -> None:
         if self._tasks:
@@ -212,10 +233,10 @@ class Dispatcher:
             sent = await attempt_once(order, self.config, self.sender, self.clock)
             conclusion = conclude(order, item.carried, sent, self.router, item.partition)
             result = sent.result
-            self.metrics.attempts.labels(
+            self.metrics.attempt(
                 result.send_result.value if result else "not_sent",
                 target_class(result.status if result else None),
-            ).inc()
+            )
             if order.attempt == 1 and item.carried.budget_base == 0:
                 scheduled = order.fire.scheduled_at.timestamp()
                 self.metrics.lateness.observe(max(0.0, sent.started_ms / 1000 - scheduled))

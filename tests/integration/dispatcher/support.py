@@ -47,6 +47,9 @@ PLATFORM_KEY = b"platform-secret"
 TENANT_KEY_ID, TENANT_KEY = "acme-1", b"acme-secret"
 TENANT_KEYS = {TENANT: {TENANT_KEY_ID: TENANT_KEY, "horae-platform": PLATFORM_KEY}}
 CALLBACK_SECRET = b"callback-secret"
+# The loop the dispatchers under test send on (in-process and spawned alike): the settings'
+# default, uvloop; HORAE_DISPATCHER_EVENT_LOOP=asyncio runs the same tests on asyncio's loop.
+EVENT_LOOP = os.environ.get("HORAE_DISPATCHER_EVENT_LOOP", "uvloop")
 
 
 @dataclass
@@ -237,6 +240,7 @@ class DispatchEnv:
             platform_key=PLATFORM_KEY,
             tenant_keys=TENANT_KEYS,
             session_timeout_ms=6000,
+            event_loop=EVENT_LOOP,
         )
         return replace(base, **overrides)
 
