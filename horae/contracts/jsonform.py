@@ -44,10 +44,23 @@ def named_types(schema: Any, found: dict[str, Any] | None = None, ns: str = "") 
     return found
 
 
+_MISSING = object()
+
+
 class _Walker:
     def __init__(self, schema: dict[str, Any]) -> None:
         self.schema = schema
         self.names = named_types(schema)
+        #: each defaulted field's default datum, by the field's identity (the field dicts belong
+        #: to ``schema``, which the walker holds): computed once, not per signature
+        self._defaults: dict[int, Any] = {}
+
+    def field_default(self, f: dict[str, Any]) -> Any:
+        """The datum of field ``f``'s default (``f`` must have one); never mutated."""
+        found = self._defaults.get(id(f), _MISSING)
+        if found is _MISSING:
+            found = self._defaults[id(f)] = self.default(f["type"], f["default"])
+        return found
 
     def resolve(self, s: Any) -> Any:
         if isinstance(s, str) and s in self.names:
@@ -134,7 +147,7 @@ class _Walker:
             out = {}
             for f in s["fields"]:
                 value = v.get(f["name"])
-                if "default" in f and value == self.default(f["type"], f["default"]):
+                if "default" in f and value == self.field_default(f):
                     continue
                 out[f["name"]] = self.canonical(f["type"], value)
             return out
@@ -156,12 +169,27 @@ def coerce(schema: dict[str, Any], value: Any) -> dict[str, Any]:
     return datum
 
 
+def _walker(schema: dict[str, Any]) -> _Walker:
+    """The walker of ``schema``, made once per schema object (its named types and defaults are
+    computed once: they were ~40 % of checking a definition's signature). Schemas are never
+    mutated; the cache holds the few the codec has."""
+    found = _WALKERS.get(id(schema))
+    if found is None or found.schema is not schema:
+        if len(_WALKERS) >= 64:  # schemas built on the fly (tests): never more than a few
+            _WALKERS.clear()
+        found = _WALKERS[id(schema)] = _Walker(schema)
+    return found
+
+
 def canonical(schema: dict[str, Any], datum: dict[str, Any], omit: tuple[str, ...] = ()) -> bytes:
     """Canonical JSON bytes of a record datum (fields in ``omit`` left out)."""
-    value = _Walker(schema).canonical(schema, {k: v for k, v in datum.items() if k not in omit})
+    value = _walker(schema).canonical(schema, {k: v for k, v in datum.items() if k not in omit})
     for name in omit:
         value.pop(name, None)
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_WALKERS: dict[int, _Walker] = {}
 
 
 def _join(path: str, name: str) -> str:
