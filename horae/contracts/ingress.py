@@ -32,6 +32,7 @@ from horae.contracts.codec import Codec, DecodeError, default_codec, to_event
 from horae.contracts.domain_map import check_zone, recurrence_to_domain, spec_of
 from horae.contracts.grants import Grants
 from horae.contracts.jsonform import coerce
+from horae.contracts.memo import DOMAIN_CHECKS, INGEST_MEMO
 from horae.contracts.quarantine import quarantine
 from horae.contracts.topics import event_topic_problem
 from horae.domain.errors import ValidationError
@@ -103,17 +104,26 @@ PER_TRIGGER_LIMIT = (
 )
 
 
-@lru_cache(maxsize=16_384)
 def domain_checked(r: ev.Recurrence, p: ev.Policies) -> None:
     """The recurrence (expression, zone, count) and every policy through the domain's own
-    validation; raises :class:`ValidationError`. A pure function of two frozen values, so a
-    pair seen recently is not checked again (most definitions share theirs; a refusal is not
-    remembered: it raises again)."""
+    validation; raises :class:`ValidationError`. A pure function of two frozen values: while
+    :data:`~horae.contracts.memo.INGEST_MEMO` is on, a pair seen recently is not checked again
+    (most definitions share theirs; a refusal is not remembered: it raises again)."""
+    if INGEST_MEMO.enabled:
+        _domain_checked_memo(r, p)
+    else:
+        _domain_check(r, p)
+
+
+def _domain_check(r: ev.Recurrence, p: ev.Policies) -> None:
     recurrence_to_domain(r)
     check_zone(r.zone)
     if r.count is not None and r.count < 1:
         raise ValidationError("recurrence.count", r.count, "at least 1")
     spec_of(r, p)
+
+
+_domain_checked_memo = lru_cache(maxsize=DOMAIN_CHECKS)(_domain_check)
 
 
 def validate_definition(d: ev.TriggerDefinition) -> None:

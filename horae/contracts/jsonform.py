@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from horae.contracts.codec import DecodeError
+from horae.contracts.memo import INGEST_MEMO
 
 
 def named_types(schema: Any, found: dict[str, Any] | None = None, ns: str = "") -> dict[str, Any]:
@@ -170,9 +171,11 @@ def coerce(schema: dict[str, Any], value: Any) -> dict[str, Any]:
 
 
 def _walker(schema: dict[str, Any]) -> _Walker:
-    """The walker of ``schema``, made once per schema object (its named types and defaults are
-    computed once: they were ~40 % of checking a definition's signature). Schemas are never
-    mutated; the cache holds the few the codec has."""
+    """The walker of ``schema``, made once per schema object while :data:`INGEST_MEMO` is on (its
+    named types and defaults are computed once: they were ~40 % of checking a signature).
+    Schemas are never mutated; the cache holds the few the codec has (at most 64)."""
+    if not INGEST_MEMO.enabled:
+        return _Walker(schema)
     found = _WALKERS.get(id(schema))
     if found is None or found.schema is not schema:
         if len(_WALKERS) >= 64:  # schemas built on the fly (tests): never more than a few
