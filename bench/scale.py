@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 
 def _last_json(command: list[str]) -> dict[str, Any]:
     print("$", " ".join(command), flush=True)
-    run = subprocess.run(command, check=True, capture_output=True, text=True)
+    run = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True)  # stderr shown
     lines = run.stdout.strip().splitlines()
     print("\n".join(lines[:-1]), flush=True)
     figures: dict[str, Any] = json.loads(lines[-1])
