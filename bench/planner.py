@@ -3,6 +3,7 @@
     .venv/bin/python bench/planner.py [--triggers 1000000] [--peak 100000] [--partitions 12]
         [--phase all|load|coldstart --prefix P]   # load once, then time (or profile) the cold
                                               # start and the peak, as often as you like
+    .venv/bin/python bench/planner.py --phase steady [--rate 1000] [--seconds 60] [--triggers N]
 
 1. load: ``--triggers`` signed definitions are produced (by two generator processes) and a first
    planner ingests them (signature, validation, state record per trigger, in transactions);
@@ -14,9 +15,24 @@
    committed throughput. The others fire on a date months away, so nothing else is due.
 
 Prints its figures; the last line is JSON:
-``{"bytes_per_trigger": ..., "cold_start_s": ..., "fires_per_s": ..., "peak_100k_s": ...,
-"peak_cpu_s": ..., "peak_instant": ...}`` (the process's CPU seconds during the peak, and the
-peak's epoch second). bench/compare.py imports ``load`` and ``coldstart_and_peak``.
+``{"bytes_per_trigger": ..., "cold_start_s": ..., "cold_start_cpu_s": ..., "fires_per_s": ...,
+"peak_100k_s": ..., "peak_cpu_s": ..., "peak_instant": ..., "ingest_per_s": ...,
+"ingest_cpu_us": ...}`` (the process's CPU seconds during the cold start and the peak — on a
+shared machine the steadier figures —, the peak's epoch second, and the load's definitions
+ingested per second and CPU µs per definition; the ingest figures are absent with
+``--phase coldstart``).
+
+``--phase steady``: ``--rate × --seconds`` of the ``--triggers`` are one-shot, ``--rate`` due each
+second from an epoch second two days ahead (the rest months away); after the load a fresh planner
+cold-starts, its virtual clock is moved to one second before the first of them, and the run ends
+when all are committed. Decision lateness is ``decided_at − due_at`` of each committed fire
+record (read back from the fires topic, read_committed, which also counts duplicates); commit
+lateness is the commit of the decision − due (from the committed count sampled every 10 ms).
+Last line: ``{"decision_p50_ms", "decision_p99_ms", "decision_max_ms", "commit_p50_ms",
+"commit_p99_ms", "commit_max_ms", "decided", "duplicates", ...}``.
+
+bench/compare.py (through bench/peers/horae_peer.py) imports ``load``, ``coldstart_and_peak``,
+``fire_lateness``, ``commit_lateness`` and ``quantile``.
 """
 
 from __future__ import annotations
@@ -32,13 +48,13 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from horae.cli.common import require_services
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.admin import Plan, admin_client, apply
-from horae.contracts.codec import encode
+from horae.contracts.codec import decode, encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
 from horae.kafka.config import client_config
 from horae.ports import WallClock
@@ -125,10 +141,11 @@ def load(
     peak: int,
     partitions: int,
     steady: tuple[int, int] | None = None,
-) -> None:
+) -> dict[str, int]:
     """Produce ``triggers`` signed definitions and ingest them; the first ``peak`` fire at the
     next midnight UTC, or with ``steady = (base, rate)`` once each, ``rate`` per second from the
-    epoch second ``base`` on; the others months away."""
+    epoch second ``base`` on; the others months away. Returns definitions ingested per second
+    (``ingest_per_s``) and the process's CPU microseconds per definition (``ingest_cpu_us``)."""
     apply(admin_client(bootstrap), Plan(prefix, partitions, 1))
     ensure_clock_topic(bootstrap, prefix)
     month = (datetime.now(UTC).month + 5) % 12 + 1
@@ -143,14 +160,18 @@ def load(
     planner = Planner(_config(bootstrap, prefix, "bench"), gc=FreezeAfterRebuild())
     stop = threading.Event()
     thread = threading.Thread(target=planner.run, args=(stop,))
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     thread.start()
     while sum(len(i) for i in planner.indexes.values()) < triggers:
         time.sleep(0.5)
     stop.set()
     thread.join()
-    took = time.monotonic() - started
-    print(f"ingested {triggers} definitions in {took:.1f} s ({triggers / took:,.0f}/s)")
+    took, cpu = time.monotonic() - started, time.process_time() - cpu
+    print(
+        f"ingested {triggers} definitions in {took:.1f} s ({triggers / took:,.0f}/s), "
+        f"{cpu / triggers * 1e6:.0f} us CPU each"
+    )
+    return {"ingest_per_s": round(triggers / took), "ingest_cpu_us": round(cpu / triggers * 1e6)}
 
 
 def coldstart_and_peak(
@@ -171,11 +192,12 @@ def coldstart_and_peak(
     before = _rss()
     stop = threading.Event()
     thread = threading.Thread(target=planner.run, args=(stop,))
-    started = time.monotonic()
+    started, cold_cpu = time.monotonic(), time.process_time()
     thread.start()
     while sum(len(i) for i in planner.indexes.values()) < triggers:
         time.sleep(0.05)
     cold = time.monotonic() - started
+    cold_cpu = time.process_time() - cold_cpu
     per_trigger = (_rss() - before) / triggers
     print(
         f"cold start: {triggers} triggers owned and indexed in {cold:.1f} s, "
@@ -204,16 +226,121 @@ def coldstart_and_peak(
     stop.set()
     thread.join()
     print(
-        f"peak: {peak} instants due at once committed in {peak_s:.2f} s "
+        f"peak: {peak} instants committed {peak_s:.2f} s after the first was due "
         f"({peak / peak_s:,.0f} fires/s)"
     )
     return {
         "bytes_per_trigger": round(per_trigger),
         "cold_start_s": round(cold, 2),
+        "cold_start_cpu_s": round(cold_cpu, 2),
         "fires_per_s": round(peak / peak_s),
         "peak_100k_s": round(peak_s, 2),
         "peak_cpu_s": round(cpu, 2),
         "peak_instant": midnight,
+    }
+
+
+def fire_lateness(
+    bootstrap: str, prefix: str, since: int, expected: int
+) -> tuple[list[float], int]:
+    """Decision lateness (ms) of the committed fire records due at or after ``since``, sorted,
+    and how many (trigger, due) pairs were decided more than once. Reads until every partition
+    is at its end with ``expected`` pairs seen, or 30 s pass without a record (a commit's markers
+    reach the partitions shortly after the commit returns)."""
+    topic = topic_name(Topic.FIRES, prefix)
+    consumer = Consumer(
+        client_config(
+            bootstrap,
+            {
+                "group.id": f"{prefix}lateness",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            },
+        )
+    )
+    partitions = list(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    left = set(partitions)
+    late: list[float] = []
+    seen: set[tuple[str, datetime]] = set()
+    duplicates = 0
+    last = time.monotonic()
+    while (left or len(seen) < expected) and time.monotonic() - last < 30:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        err = msg.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                left.discard(msg.partition())
+                continue
+            raise KafkaException(err)
+        last = time.monotonic()
+        left.add(msg.partition())
+        value = msg.value()
+        if value is None:
+            continue
+        fire = decode(value, ev.FireRecord)
+        if fire.due_at.timestamp() < since:
+            continue
+        pair = (fire.trigger_id, fire.due_at)
+        if pair in seen:
+            duplicates += 1
+            continue
+        seen.add(pair)
+        late.append((fire.decided_at - fire.due_at).total_seconds() * 1000)
+    consumer.close()
+    return sorted(late), duplicates
+
+
+def commit_lateness(curve: list[tuple[float, float]], n: int, rate: int) -> list[float]:
+    """Lateness (ms) of each of the ``n`` fires up to its commit, from the committed count sampled
+    every 10 ms: the k-th committed fire (due order) was due ``k // rate`` s after the first
+    instant and committed by the first sample counting more than k. Sorted."""
+    late: list[float] = []
+    k = 0
+    for t, committed in curve:
+        while k < min(n, committed):
+            late.append((t - k // rate) * 1000)
+            k += 1
+    return sorted(late)
+
+
+def quantile(values: list[float], p: float) -> int:
+    """The ``p`` quantile of sorted ``values``, rounded (-1 when empty)."""
+    return round(values[min(len(values) - 1, int(p * (len(values) - 1)))]) if values else -1
+
+
+def steady_base() -> int:
+    """01:00 UTC two days ahead: the first steady instant."""
+    return int(time.time()) // 86400 * 86400 + 2 * 86400 + 3600
+
+
+def measure_steady(
+    bootstrap: str, prefix: str, triggers: int, n: int, rate: int
+) -> dict[str, float]:
+    """Cold start on a prefix loaded with ``steady``, then the ``n`` one-shot instants, ``rate``
+    per second: decision and commit lateness (see the module docstring)."""
+    curve: list[tuple[float, float]] = []
+    run = coldstart_and_peak(bootstrap, prefix, triggers, n, curve)
+    decided, duplicates = fire_lateness(bootstrap, prefix, int(run["peak_instant"]), n)
+    committed = commit_lateness(curve, n, rate)
+    return {
+        "n": n,
+        "rate": rate,
+        "decided": len(decided),
+        "duplicates": duplicates,
+        "decision_p50_ms": quantile(decided, 0.5),
+        "decision_p99_ms": quantile(decided, 0.99),
+        "decision_max_ms": round(decided[-1]) if decided else -1,
+        "commit_p50_ms": quantile(committed, 0.5),
+        "commit_p99_ms": quantile(committed, 0.99),
+        "commit_max_ms": round(committed[-1]) if committed else -1,
+        "span_s": run["peak_100k_s"],
+        "cpu_s": run["peak_cpu_s"],
+        "cold_start_s": run["cold_start_s"],
+        "bytes_per_trigger": run["bytes_per_trigger"],
     }
 
 
@@ -224,45 +351,46 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument(
         "--phase",
-        choices=("all", "load", "coldstart"),
+        choices=("all", "load", "coldstart", "steady", "steady-measure"),
         default="all",
-        help="load only, or cold start and peak on a prefix loaded before (for profiling)",
+        help="load only, or cold start and peak on a prefix loaded before (for profiling); "
+        "steady: load and measure decision lateness at --rate fires/s for --seconds",
     )
+    parser.add_argument("--rate", type=int, default=1000, help="steady: instants due per second")
+    parser.add_argument("--seconds", type=int, default=60, help="steady: for how long")
     parser.add_argument("--prefix", default=f"bench{uuid.uuid4().hex[:6]}.")
     args = parser.parse_args()
     bootstrap, _ = require_services(get_settings(), need_database=False)
+    n = args.rate * args.seconds
     if args.phase == "coldstart":
         print(json.dumps(coldstart_and_peak(bootstrap, args.prefix, args.triggers, args.peak)))
         return
+    if args.phase == "steady-measure":
+        figures = measure_steady(bootstrap, args.prefix, args.triggers, n, args.rate)
+        print(json.dumps(figures))
+        return
     print(f"planner bench: {args.triggers} triggers, peak {args.peak}, prefix {args.prefix}")
-    load(bootstrap, args.prefix, args.triggers, args.peak, args.partitions)
+    if args.phase == "steady":
+        if n > args.triggers:
+            parser.error(f"--rate × --seconds = {n} > --triggers {args.triggers}")
+        steady = (steady_base(), args.rate)
+        ingest = load(bootstrap, args.prefix, args.triggers, n, args.partitions, steady)
+    else:
+        ingest = load(bootstrap, args.prefix, args.triggers, args.peak, args.partitions)
     if args.phase == "load":
         return
     # cold start in a fresh process (the same worker slot restarting), so that its memory is the
     # planner's alone
-    out = (
-        subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--phase",
-                "coldstart",
-                "--prefix",
-                args.prefix,
-                "--triggers",
-                str(args.triggers),
-                "--peak",
-                str(args.peak),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        .stdout.strip()
-        .splitlines()
-    )
+    measure = "steady-measure" if args.phase == "steady" else "coldstart"
+    command = [sys.executable, __file__, "--phase", measure, "--prefix", args.prefix]
+    command += ["--triggers", str(args.triggers), "--peak", str(args.peak)]
+    command += ["--rate", str(args.rate), "--seconds", str(args.seconds)]
+    run = subprocess.run(command, check=True, capture_output=True, text=True)
+    out = run.stdout.strip().splitlines()
     print("\n".join(out[:-1]))
-    print(out[-1])
+    figures = json.loads(out[-1])
+    figures.update(ingest)
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import psycopg
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, spec, topic_name
+from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, spec, topic_name
 from horae.kafka.config import client_config
 from horae.projections import schema as pschema
 from horae.projections.metrics import ProjectionMetrics
@@ -44,6 +44,7 @@ from horae.projections.synthetic import HistoryProducer, history
 from horae.settings import get_settings
 
 PARTITIONS = 6
+TENANTS = 10  # at least the tenants of the synthetic histories produced here
 
 
 def services() -> tuple[str, str]:
@@ -59,9 +60,29 @@ def create_topics(bootstrap: str, prefix: str) -> list[str]:
         NewTopic(topic_name(t, prefix), PARTITIONS, 1, config=dict(spec(t).config))
         for t in PROJECTED
     ]
+    # the schedule events of the synthetic history go to each tenant's own events topic (the
+    # broker creates no topic on produce: without these, those records were dropped unseen)
+    events = dict(spec(Topic.SCHEDULE_EVENTS).config)
+    new += [
+        NewTopic(events_topic(f"tenant-{t}", prefix), PARTITIONS, 1, config=events)
+        for t in range(TENANTS)
+    ]
     for f in admin.create_topics(new, request_timeout=30).values():
         f.result(timeout=30)
-    return [n.topic for n in new]
+    names = [n.topic for n in new]
+    deadline = time.monotonic() + 60  # creation propagates asynchronously: wait for leaders
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(timeout=30).topics
+        if all(
+            (t := meta.get(n)) is not None
+            and not t.error
+            and len(t.partitions) == PARTITIONS
+            and all(p.leader >= 0 and not p.error for p in t.partitions.values())
+            for n in names
+        ):
+            break
+        time.sleep(0.2)
+    return names
 
 
 def delete_topics(bootstrap: str, names: list[str]) -> None:

@@ -384,6 +384,11 @@ class Settings(BaseSettings):
         default="compiled",
         description="body code of the wire codec: the compiled one, or fastavro (for bisecting)",
     )
+    ingest_memo: bool = Field(
+        default=True,
+        description="ingest memos (signature walker, domain checks per recurrence and policies); "
+        "false: computed afresh every time (for bisecting)",
+    )
     failpoints: str = Field(
         default="",
         description='crash tests only: "name=probability,..." (see horae.failpoints); empty: none',

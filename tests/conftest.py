@@ -18,6 +18,7 @@ import pytest
 from hypothesis import settings
 
 from horae.contracts.codec import set_wire_mode
+from horae.contracts.memo import set_ingest_memo
 from horae.devstack.stack import Endpoints, LocalStack
 from horae.settings import DevSettings, Settings
 from tests.integration.planner.harness import PlannerEnv
@@ -29,6 +30,7 @@ from tests.topics import delete_topics_under
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 set_wire_mode(Settings().codec)  # HORAE_CODEC=fastavro runs the suite on fastavro bodies
+set_ingest_memo(Settings().ingest_memo)  # HORAE_INGEST_MEMO=false: the ingest memos off
 
 # The session stack's ports: free ones chosen at start unless set in the environment.
 PORT_VARIABLES = (

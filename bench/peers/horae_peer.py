@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/ for planner.py
@@ -34,9 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/ for plann
 import planner
 
 from horae.cli.common import require_services
-from horae.contracts import events as ev
-from horae.contracts.codec import decode
-from horae.contracts.topics import Topic, topic_name
 from horae.kafka.config import client_config
 from horae.settings import get_settings
 
@@ -59,86 +54,16 @@ def _peak_rss_mb() -> float:
     return -1.0
 
 
-def fire_lateness(
-    bootstrap: str, prefix: str, since: int, expected: int
-) -> tuple[list[float], int]:
-    """Decision lateness (ms) of the committed fire records due at or after ``since``, sorted,
-    and how many (trigger, due) pairs were decided more than once. Reads until every partition
-    is at its end with ``expected`` pairs seen, or 30 s pass without a record (a commit's markers
-    reach the partitions shortly after the commit returns)."""
-    topic = topic_name(Topic.FIRES, prefix)
-    consumer = Consumer(
-        client_config(
-            bootstrap,
-            {
-                "group.id": f"{prefix}compare",
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-            },
-        )
-    )
-    partitions = list(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-    left = set(partitions)
-    late: list[float] = []
-    seen: set[tuple[str, datetime]] = set()
-    duplicates = 0
-    last = time.monotonic()
-    while (left or len(seen) < expected) and time.monotonic() - last < 30:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error():
-            if msg.error().code() == KafkaError._PARTITION_EOF:
-                left.discard(msg.partition())
-                continue
-            raise KafkaException(msg.error())
-        last = time.monotonic()
-        left.add(msg.partition())
-        value = msg.value()
-        if value is None:
-            continue
-        fire = decode(value, ev.FireRecord)
-        if fire.due_at.timestamp() < since:
-            continue
-        pair = (fire.trigger_id, fire.due_at)
-        if pair in seen:
-            duplicates += 1
-            continue
-        seen.add(pair)
-        late.append((fire.decided_at - fire.due_at).total_seconds() * 1000)
-    consumer.close()
-    return sorted(late), duplicates
-
-
-def commit_lateness(curve: list[tuple[float, float]], n: int, rate: int) -> list[float]:
-    """Lateness (ms) of each of the ``n`` fires up to its commit, from the committed count sampled
-    every 10 ms: the k-th committed fire (due order) was due ``k // rate`` s after the first
-    instant and committed by the first sample counting more than k. Sorted."""
-    late: list[float] = []
-    k = 0
-    for t, committed in curve:
-        while k < min(n, committed):
-            late.append((t - k // rate) * 1000)
-            k += 1
-    return sorted(late)
-
-
-def _quantile(values: list[float], p: float) -> int:
-    return round(values[min(len(values) - 1, int(p * (len(values) - 1)))]) if values else -1
-
-
 def measure(prefix: str, n: int, rate: int, held: int) -> dict[str, object]:
     bootstrap = _bootstrap()
     curve: list[tuple[float, float]] = []
     run = planner.coldstart_and_peak(bootstrap, prefix, n + held, n, curve)
-    decided, duplicates = fire_lateness(bootstrap, prefix, int(run["peak_instant"]), n)
-    late = commit_lateness(curve, n, rate)
+    decided, duplicates = planner.fire_lateness(bootstrap, prefix, int(run["peak_instant"]), n)
+    late = planner.commit_lateness(curve, n, rate)
     done = len(decided)
 
     def q(p: float) -> int:
-        return _quantile(late, p)
+        return planner.quantile(late, p)
 
     return {
         "system": "horae",
@@ -149,8 +74,8 @@ def measure(prefix: str, n: int, rate: int, held: int) -> dict[str, object]:
         "fires_per_s": run["fires_per_s"],
         "p50_ms": q(0.5),
         "p99_ms": q(0.99),
-        "decided_p50_ms": _quantile(decided, 0.5),
-        "decided_p99_ms": _quantile(decided, 0.99),
+        "decided_p50_ms": planner.quantile(decided, 0.5),
+        "decided_p99_ms": planner.quantile(decided, 0.99),
         "peak_rss_mb": round(_peak_rss_mb(), 1),
         "cpu_s_per_1k": round(run["peak_cpu_s"] / n * 1000, 3),
         "startup_s": run["cold_start_s"],
@@ -175,8 +100,7 @@ def main() -> None:
         n, rate, held = map(int, rest)
         steady = None
         if rate < n:
-            base = int(time.time()) // 86400 * 86400 + 2 * 86400 + 3600  # 01:00 UTC, two days on
-            steady = (base, rate)
+            steady = (planner.steady_base(), rate)
         planner.load(_bootstrap(), prefix, n + held, n, PARTITIONS, steady)
         print(json.dumps({"loaded": n + held, "at": datetime.now(UTC).isoformat()}))
     elif cmd == "measure":

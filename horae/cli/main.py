@@ -21,6 +21,7 @@ import horae.cli
 from horae import failpoints
 from horae.cli.common import settings_from_args
 from horae.contracts.codec import set_wire_mode, use_schema_registry
+from horae.contracts.memo import set_ingest_memo
 from horae.devstack import StackError
 from horae.settings import Settings, get_settings
 
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 def configure_process(settings: Settings) -> None:
     """Hand the process-wide settings to the layers that keep them (they read no settings)."""
     set_wire_mode(settings.codec)
+    set_ingest_memo(settings.ingest_memo)
     use_schema_registry(settings.schema_registry_url)
     failpoints.arm(settings.failpoints)
 

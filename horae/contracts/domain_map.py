@@ -87,8 +87,11 @@ def retry_to_domain(r: ev.RetryPolicy) -> BackoffPolicy:
 def trigger_spec(d: ev.TriggerDefinition) -> TriggerSpec:
     """The domain :class:`TriggerSpec` of a definition; :class:`ValidationError` names the field
     (paths of the domain, e.g. ``misfire.max_fires``)."""
-    p = d.policies
-    r = d.recurrence
+    return spec_of(d.recurrence, d.policies)
+
+
+def spec_of(r: ev.Recurrence, p: ev.Policies) -> TriggerSpec:
+    """:func:`trigger_spec` from the only two parts of a definition it reads."""
     return TriggerSpec(
         recurrence=recurrence_to_domain(r),
         zone=r.zone,

@@ -22,15 +22,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 
 import fastavro
 
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.codec import Codec, DecodeError, default_codec, to_event
-from horae.contracts.domain_map import check_zone, recurrence_to_domain, trigger_spec
+from horae.contracts.domain_map import check_zone, recurrence_to_domain, spec_of
 from horae.contracts.grants import Grants
 from horae.contracts.jsonform import coerce
+from horae.contracts.memo import DOMAIN_CHECKS, INGEST_MEMO
 from horae.contracts.quarantine import quarantine
 from horae.contracts.topics import event_topic_problem
 from horae.domain.errors import ValidationError
@@ -102,6 +104,28 @@ PER_TRIGGER_LIMIT = (
 )
 
 
+def domain_checked(r: ev.Recurrence, p: ev.Policies) -> None:
+    """The recurrence (expression, zone, count) and every policy through the domain's own
+    validation; raises :class:`ValidationError`. A pure function of two frozen values: while
+    :data:`~horae.contracts.memo.INGEST_MEMO` is on, a pair seen recently is not checked again
+    (most definitions share theirs; a refusal is not remembered: it raises again)."""
+    if INGEST_MEMO.enabled:
+        _domain_checked_memo(r, p)
+    else:
+        _domain_check(r, p)
+
+
+def _domain_check(r: ev.Recurrence, p: ev.Policies) -> None:
+    recurrence_to_domain(r)
+    check_zone(r.zone)
+    if r.count is not None and r.count < 1:
+        raise ValidationError("recurrence.count", r.count, "at least 1")
+    spec_of(r, p)
+
+
+_domain_checked_memo = lru_cache(maxsize=DOMAIN_CHECKS)(_domain_check)
+
+
 def validate_definition(d: ev.TriggerDefinition) -> None:
     """Structural and domain validation; raises :class:`ValidationError` naming the field."""
     for field, value in (("tenant", d.tenant), ("trigger_id", d.trigger_id)):
@@ -109,11 +133,7 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
             raise ValidationError(field, value, "expected 1-63 chars of a-z 0-9 . _ - ")
     if d.version < 1:
         raise ValidationError("version", d.version, "versions start at 1")
-    recurrence_to_domain(d.recurrence)
-    check_zone(d.recurrence.zone)
-    if d.recurrence.count is not None and d.recurrence.count < 1:
-        raise ValidationError("recurrence.count", d.recurrence.count, "at least 1")
-    trigger_spec(d)  # every policy through the domain's own validation
+    domain_checked(d.recurrence, d.policies)
     t = d.target
     if t.kind is ev.TargetKind.WEBHOOK and not (t.url or "").startswith(("https://", "http://")):
         raise ValidationError("target.url", t.url, "a webhook needs an http(s) URL")

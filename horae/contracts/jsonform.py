@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from horae.contracts.codec import DecodeError
+from horae.contracts.memo import INGEST_MEMO
 
 
 def named_types(schema: Any, found: dict[str, Any] | None = None, ns: str = "") -> dict[str, Any]:
@@ -44,25 +45,23 @@ def named_types(schema: Any, found: dict[str, Any] | None = None, ns: str = "") 
     return found
 
 
-#: named types per schema object (the codec's schemas live as long as the process): computing
-#: them walked the whole schema on every coerce/canonical call
-_NAMED: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
-
-
-def _named(schema: dict[str, Any]) -> dict[str, Any]:
-    held = _NAMED.get(id(schema))
-    if held is not None and held[0] is schema:
-        return held[1]
-    names = named_types(schema)
-    if len(_NAMED) < 1024:
-        _NAMED[id(schema)] = (schema, names)
-    return names
+_MISSING = object()
 
 
 class _Walker:
     def __init__(self, schema: dict[str, Any]) -> None:
         self.schema = schema
-        self.names = _named(schema)
+        self.names = named_types(schema)
+        #: each defaulted field's default datum, by the field's identity (the field dicts belong
+        #: to ``schema``, which the walker holds): computed once, not per signature
+        self._defaults: dict[int, Any] = {}
+
+    def field_default(self, f: dict[str, Any]) -> Any:
+        """The datum of field ``f``'s default (``f`` must have one); never mutated."""
+        found = self._defaults.get(id(f), _MISSING)
+        if found is _MISSING:
+            found = self._defaults[id(f)] = self.default(f["type"], f["default"])
+        return found
 
     def resolve(self, s: Any) -> Any:
         if isinstance(s, str) and s in self.names:
@@ -149,7 +148,7 @@ class _Walker:
             out = {}
             for f in s["fields"]:
                 value = v.get(f["name"])
-                if "default" in f and value == self.default(f["type"], f["default"]):
+                if "default" in f and value == self.field_default(f):
                     continue
                 out[f["name"]] = self.canonical(f["type"], value)
             return out
@@ -166,17 +165,34 @@ class _Walker:
 
 def coerce(schema: dict[str, Any], value: Any) -> dict[str, Any]:
     """The Avro datum of JSON ``value`` under ``schema``; :class:`DecodeError` ``schema``."""
-    datum = _Walker(schema).coerce(schema, value, "")
+    datum = _walker(schema).coerce(schema, value, "")
     assert isinstance(datum, dict)
     return datum
 
 
+def _walker(schema: dict[str, Any]) -> _Walker:
+    """The walker of ``schema``, made once per schema object while :data:`INGEST_MEMO` is on (its
+    named types and defaults are computed once: they were ~40 % of checking a signature).
+    Schemas are never mutated; the cache holds the few the codec has (at most 64)."""
+    if not INGEST_MEMO.enabled:
+        return _Walker(schema)
+    found = _WALKERS.get(id(schema))
+    if found is None or found.schema is not schema:
+        if len(_WALKERS) >= 64:  # schemas built on the fly (tests): never more than a few
+            _WALKERS.clear()
+        found = _WALKERS[id(schema)] = _Walker(schema)
+    return found
+
+
 def canonical(schema: dict[str, Any], datum: dict[str, Any], omit: tuple[str, ...] = ()) -> bytes:
     """Canonical JSON bytes of a record datum (fields in ``omit`` left out)."""
-    value = _Walker(schema).canonical(schema, {k: v for k, v in datum.items() if k not in omit})
+    value = _walker(schema).canonical(schema, {k: v for k, v in datum.items() if k not in omit})
     for name in omit:
         value.pop(name, None)
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_WALKERS: dict[int, _Walker] = {}
 
 
 def _join(path: str, name: str) -> str:

@@ -1,0 +1,72 @@
+"""The ingest memos (horae.contracts.memo) change no result: signatures and validation, on and
+off, agree — refusals included, also when a refused pair is met again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from horae.contracts import events as ev
+from horae.contracts import signing
+from horae.contracts.ingress import validate_definition
+from horae.contracts.memo import INGEST_MEMO
+from horae.domain.errors import ValidationError
+from tests.unit.planner.builders import definition
+
+
+@pytest.fixture
+def memo_was() -> Iterator[None]:
+    was = INGEST_MEMO.enabled
+    yield
+    INGEST_MEMO.enabled = was
+
+
+def _outcomes(d: ev.TriggerDefinition) -> tuple[bytes, str | None, str | None]:
+    signed = signing.sign(d, "k", b"secret")
+    try:
+        validate_definition(d)
+        refused = None
+    except ValidationError as exc:
+        refused = str(exc)
+    return signing.signing_bytes(signed), signing.check(signed, {"k": b"secret"}), refused
+
+
+CASES = [
+    definition("a"),
+    definition("b", "0 9 * * 1-5", policies=ev.Policies(jitter_s=30, max_catchup=3)),
+    definition("c", "not a cron"),
+    replace(
+        definition("d"),
+        recurrence=ev.Recurrence(
+            kind=ev.RecurrenceKind.CRON, expr="* * * * *", zone="Mars/Olympus"
+        ),
+    ),
+    replace(
+        definition("e"),
+        recurrence=ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr="* * * * *", count=0),
+    ),
+    definition("f", policies=ev.Policies(horizon_s=-1)),
+]
+
+
+@pytest.mark.parametrize("d", CASES, ids=[d.trigger_id for d in CASES])
+def test_memo_on_and_off_give_the_same_signature_and_verdict(
+    d: ev.TriggerDefinition, memo_was: None
+) -> None:
+    INGEST_MEMO.enabled = False
+    off = _outcomes(d)
+    INGEST_MEMO.enabled = True
+    first, again = _outcomes(d), _outcomes(d)  # the second one from the memos
+    assert first == again == off
+    assert off[1] is None  # signed by the key it is checked against
+    assert (off[2] is None) == (d.trigger_id in ("a", "b"))  # the others are refused
+
+
+def test_a_refused_pair_is_refused_again_with_the_memo_on(memo_was: None) -> None:
+    INGEST_MEMO.enabled = True
+    bad = definition("g", "61 * * * *")
+    for _ in range(2):
+        with pytest.raises(ValidationError):
+            validate_definition(bad)
