@@ -7,7 +7,8 @@ It produces platform-signed definitions and commands to Kafka (as the ``api`` Ka
 (``HORAE_API_DATABASE_URL``, default: the owner's database as ``horae_api``).
 
 ``api.workers`` processes serve one port (uvicorn's supervisor binds it once and hands it to
-each; the kernel spreads connections among them); each builds its own producer and pools.
+each; the kernel spreads connections among them); each builds its own producer and pools,
+and ends when the supervisor is gone.
 uvicorn parses HTTP with ``httptools`` and runs on ``uvloop`` when they are installed.
 """
 
@@ -17,7 +18,11 @@ import argparse
 import atexit
 import functools
 import importlib.util
+import os
+import signal
 import sys
+import threading
+import time
 from typing import TYPE_CHECKING
 
 from horae.cli.common import add_flags, require_services, setup_logging
@@ -34,14 +39,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=run)
 
 
-def build_app(settings: Settings) -> FastAPI:
-    """One API process: its producer, its pools (closed when the process exits), its app."""
+def _exit_with_parent() -> None:
+    """End this worker gracefully (SIGTERM) once its supervisor is gone, even a killed one: a
+    worker never outlives ``horae api``."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="api-parent-watch", daemon=True).start()
+
+
+def build_app(settings: Settings, worker: bool = False) -> FastAPI:
+    """One API process: its producer, its pools (closed when the process exits), its app;
+    ``worker``: one of several under uvicorn's supervisor."""
     from horae.api.adapters import KafkaSink, PostgresHistory
     from horae.api.app import create_app
     from horae.api.state import PostgresState, state_schema
     from horae.cli.projections import database_urls
 
     setup_logging("api", settings.log_level)
+    if worker:
+        _exit_with_parent()
     bootstrap, owner = require_services(settings)
     url = database_urls(settings, owner).api
     sink = KafkaSink(bootstrap, settings.topic_prefix)
@@ -87,7 +108,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         print(f"horae api: {problem}", file=sys.stderr)
         return 2
     config = uvicorn.Config(
-        functools.partial(build_app, settings),
+        functools.partial(build_app, settings, settings.api.workers > 1),
         factory=True,
         host=settings.api.host,
         port=settings.api.port,
