@@ -41,7 +41,7 @@ from typing import Any
 import aiohttp
 import httpx
 import psycopg
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from horae.api.auth import issue
 from horae.cli.projections import migrate_live
