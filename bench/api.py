@@ -3,10 +3,10 @@
 1. seed — a fresh PostgreSQL schema (the projector's own store and batch code) with one trigger
    of ``--instants`` fires (100,000: one a minute) and a tenant with ``--triggers`` triggers
    (100,000), from :mod:`horae.projections.synthetic`;
-2. pages — ``horae api`` served by uvicorn on a free port (PostgreSQL history as in production,
-   a Kafka sink under a throwaway prefix), one client walking: the trigger's history 100 fires a
-   page by cursor, the same from random windows, the tenant's trigger list 100 a page; p50/p99 of
-   each (ms, client-side, HTTP on loopback);
+2. pages — ``horae api`` (``--workers`` processes) in a subprocess on a free port, as in
+   production (``horae migrate``'s roles, a Kafka prefix thrown away), one client walking: the
+   trigger's history 100 fires a page by cursor, the same from random windows, the tenant's
+   trigger list 100 a page; p50/p99 of each (ms, client-side, HTTP on loopback);
 3. creates — ``--creates`` event-target triggers created with ``--concurrency`` requests in flight
    (validation, platform signature, Kafka acknowledgement each).
 
@@ -15,6 +15,7 @@ Goals (issue 13): p99 of a page <= 50 ms; creates >= 500/s. Needs Kafka and Post
 ``{"history_p99_ms": ..., "list_p99_ms": ..., "creates_per_s": ..., ...}``.
 
     .venv/bin/python bench/api.py [--instants 100000] [--triggers 100000] [--creates 2000]
+        [--workers 1] [--schema NAME]
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ import asyncio
 import contextlib
 import json
 import multiprocessing
+import os
 import random
 import secrets
 import socket
 import statistics
-import threading
+import subprocess
+import sys
 import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor
@@ -38,12 +41,10 @@ from typing import Any
 import aiohttp
 import httpx
 import psycopg
-import uvicorn
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from horae.api.adapters import KafkaSink, PostgresHistory
-from horae.api.app import create_app
 from horae.api.auth import issue
+from horae.cli.projections import migrate_live
 from horae.contracts import events as ev
 from horae.contracts.codec import default_codec
 from horae.contracts.routing import Router
@@ -105,6 +106,24 @@ def _exists(database_url: str, schema: str) -> bool:
             (schema, "triggers"),
         ).fetchone()
     return found is not None
+
+
+def serve(settings: Settings, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``horae api`` in a subprocess (``env``: its settings), once it answers ``/readyz``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "horae.cli.main", "api"], env={**os.environ, **env}
+    )
+    url = f"http://127.0.0.1:{settings.api.port}/readyz"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"horae api exited {proc.returncode}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url, timeout=2).status_code == 200:
+                return proc
+        time.sleep(0.2)
+    proc.terminate()
+    raise SystemExit("horae api did not become ready within 60 s")
 
 
 def free_port() -> int:
@@ -195,6 +214,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=300)
     parser.add_argument("--creates", type=int, default=2_000)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=1, help="API processes (api.workers)")
     parser.add_argument(
         "--schema",
         help="seed this schema once and keep it (reruns reuse it: sizes must match); "
@@ -210,34 +230,44 @@ def main() -> None:
         f.result(timeout=30)
     port = free_port()
     token_key = secrets.token_hex(32)
+    tenant_keys = {TENANT: {"bench-1": secrets.token_hex(16)}}
+    platform_key = secrets.token_hex(16)
+    env = {
+        "HORAE_KAFKA_BOOTSTRAP": bootstrap,
+        "HORAE_DATABASE_URL": database_url,
+        "HORAE_TOPIC_PREFIX": prefix,
+        "HORAE_PROJECTION_SCHEMA": schema,
+        "HORAE_TENANT_KEYS": json.dumps(tenant_keys),
+        "HORAE_PLATFORM_KEY": platform_key,
+        "HORAE_API_TOKEN_KEYS": json.dumps({"b": token_key}),
+        "HORAE_API_PORT": str(port),
+        "HORAE_API_RATE_PER_S": "1e9",
+        "HORAE_API_BURST": str(10**9),
+        "HORAE_API_WORKERS": str(args.workers),
+        "HORAE_LOG_LEVEL": "WARNING",
+    }
     settings = Settings.model_validate(
         {
-            "tenant_keys": {TENANT: {"bench-1": secrets.token_hex(16)}},
-            "platform_key": secrets.token_hex(16),
+            "tenant_keys": tenant_keys,
+            "platform_key": platform_key,
+            "projection_schema": schema,
             "api": {
                 "token_keys": {"b": token_key},
                 "port": port,
                 "rate_per_s": 1e9,
                 "burst": 10**9,
+                "workers": args.workers,
             },
         }
     )
-    server: uvicorn.Server | None = None
-    sink: KafkaSink | None = None
-    history: PostgresHistory | None = None
+    server: subprocess.Popen[bytes] | None = None
     try:
         started = time.perf_counter()
         if not (args.schema and _exists(database_url, schema)):
             seed(database_url, schema, args.instants, args.triggers)
+        migrate_live(settings, database_url)  # the API role's grants and its state schema
         seed_s = time.perf_counter() - started
-        sink = KafkaSink(bootstrap, prefix)
-        history = PostgresHistory(database_url, schema)
-        app = create_app(settings, sink, history)
-        server = uvicorn.Server(uvicorn.Config(app, "127.0.0.1", port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.05)
+        server = serve(settings, env)
         token = issue(
             {"b": token_key},
             "b",
@@ -273,11 +303,8 @@ def main() -> None:
         )
     finally:
         if server is not None:
-            server.should_exit = True
-        if sink is not None:
-            sink.close()
-        if history is not None:
-            history.close()
+            server.terminate()  # uvicorn's graceful shutdown of every worker
+            server.wait(60)
         for f in admin.delete_topics([topic], request_timeout=30).values():
             with contextlib.suppress(Exception):
                 f.result(timeout=30)

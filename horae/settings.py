@@ -249,6 +249,12 @@ class ApiSettings(BaseSettings):
 
     host: str = Field(default="127.0.0.1", description="address the HTTP API listens on")
     port: int = Field(default=8089, description="port of the HTTP API")
+    workers: int = Field(
+        default=1,
+        ge=1,
+        description="API processes serving the port (each enforces rate_per_s/workers and "
+        "burst/workers per tenant; read-your-writes and verifications are shared in PostgreSQL)",
+    )
     token_keys: dict[str, SecretStr] = Field(
         default_factory=dict,
         description="HS256 keys of API tokens, JSON {kid: secret}; every key verifies, "
@@ -266,7 +272,7 @@ class ApiSettings(BaseSettings):
     burst: int = Field(default=200, description="requests a tenant may send at once")
     read_your_writes_s: float = Field(
         default=300.0,
-        description="how long this process merges the versions it wrote into its reads",
+        description="how long reads merge in the versions the API wrote (every API process)",
     )
     verification_ttl_s: int = Field(
         default=30 * 86400, description="how long a verified target host stays verified"
@@ -322,6 +328,13 @@ class Settings(BaseSettings):
         description="PostgreSQL URL of the read-only role of history queries and projections "
         "verify (horae migrate creates it, with the URL's password); unset: the owner's "
         "database as role horae_reader",
+    )
+    api_database_url: str | None = Field(
+        default=None,
+        repr=False,  # may hold a password
+        description="PostgreSQL URL of horae api: reads the read models, writes only the API's "
+        "state schema (horae migrate creates the role, with the URL's password); unset: the "
+        "owner's database as role horae_api",
     )
     kafka_username: str | None = Field(
         default=None,

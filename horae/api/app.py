@@ -28,7 +28,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from horae.api import problems
 from horae.api.auth import Principal, TokenError, Verifier
-from horae.api.ports import BadCursor, DefinitionSink, HistorySource, LatenessRow, StoredTrigger
+from horae.api.memory import MemoryRecentWrites
+from horae.api.ports import (
+    BadCursor,
+    DefinitionSink,
+    HistorySource,
+    LatenessRow,
+    RecentWrites,
+    StoredTrigger,
+)
 from horae.api.schemas import components
 from horae.api.service import (
     CONFIRM_TTL_S,
@@ -276,13 +284,15 @@ def create_app(
     addresses: AddressPolicy | None = None,
     verifications: VerificationStore | None = None,
     fetch: Fetch | None = None,
+    writes: RecentWrites | None = None,
     clock: Callable[[], datetime] | None = None,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> FastAPI:
     """The API over ``sink`` (definitions and commands topics) and ``history`` (read models);
     ``addresses``: the SSRF policy (default: the dispatcher's allowlist, system resolver);
     ``verifications`` / ``fetch``: target ownership records (default: in this process) and how
-    the well-known answer is fetched (default: HTTP)."""
+    the well-known answer is fetched (default: HTTP); ``writes``: the versions written, for
+    read-your-writes (default: in this process; ``horae api`` shares them in PostgreSQL)."""
     api = settings.api
     keys = {kid: secret.get_secret_value() for kid, secret in api.token_keys.items()}
     verifier = Verifier(keys)
@@ -293,10 +303,14 @@ def create_app(
         addresses or AddressPolicy(settings.dispatcher.allow),
         verifications or MemoryVerifications(),
         fetch or http_fetch,
+        writes or MemoryRecentWrites(),
         clock or (lambda: datetime.now(UTC)),
         monotonic,
     )
-    limiter = RateLimiter(api.rate_per_s, api.burst, monotonic)
+    # each of the api.workers processes enforces its share of a tenant's rate and burst
+    limiter = RateLimiter(
+        api.rate_per_s / api.workers, max(1, -(-api.burst // api.workers)), monotonic
+    )
     registry = CollectorRegistry()
     requests = Counter(
         "horae_api_requests",

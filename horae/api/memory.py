@@ -179,3 +179,41 @@ class MemoryBackend:
     ) -> Page:
         rows = [r for r in self.audit_rows if r["tenant"] == tenant and since <= r["at"] < until]
         return _page(sorted(rows, key=lambda r: (r["at"], r["audit_id"])), limit, cursor)
+
+
+@dataclass
+class MemoryRecentWrites:
+    """A :class:`~horae.api.ports.RecentWrites` in this process (one API process, tests)."""
+
+    held: dict[tuple[str, str], tuple[StoredTrigger, bool, datetime]] = field(default_factory=dict)
+
+    def claim(self, stored: StoredTrigger, now: datetime, until: datetime) -> bool:
+        d = stored.definition
+        key = (d.tenant, d.trigger_id)
+        prior = self.held.get(key)
+        if prior is not None and prior[0].definition.version >= d.version and prior[2] > now:
+            return False
+        self.held[key] = (stored, False, until)
+        if len(self.held) > 100_000:
+            self.held.pop(next(iter(self.held)))
+        return True
+
+    def confirm(self, tenant: str, trigger_id: str, version: int, until: datetime) -> None:
+        prior = self.held.get((tenant, trigger_id))
+        if prior is not None and prior[0].definition.version == version:
+            self.held[(tenant, trigger_id)] = (prior[0], True, until)
+
+    def release(self, tenant: str, trigger_id: str, version: int) -> None:
+        prior = self.held.get((tenant, trigger_id))
+        if prior is not None and prior[0].definition.version == version:
+            del self.held[(tenant, trigger_id)]
+
+    def recent(
+        self, tenant: str, trigger_ids: list[str], now: datetime
+    ) -> dict[str, StoredTrigger]:
+        out = {}
+        for trigger_id in trigger_ids:
+            held = self.held.get((tenant, trigger_id))
+            if held is not None and held[1] and held[2] > now:
+                out[trigger_id] = held[0]
+        return out

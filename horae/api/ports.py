@@ -139,3 +139,32 @@ class HistorySource(Protocol):
     def problem(self) -> str | None:
         """``None`` when the database answers, else why not (for ``/readyz``)."""
         ...
+
+
+class RecentWrites(Protocol):
+    """The versions the API wrote, shared by every API process (read-your-writes, and the
+    guard that two processes never produce the same version of a trigger).
+
+    A write first :meth:`claim` s its version, produces, then :meth:`confirm` s it (or
+    :meth:`release` s it when the broker did not acknowledge). Reads see confirmed versions
+    only, until their ``until``; an unconfirmed claim stops blocking at its own ``until``.
+    Times are the caller's clock (``now``), so every process must share one wall clock."""
+
+    def claim(self, stored: StoredTrigger, now: datetime, until: datetime) -> bool:
+        """Record ``stored`` unconfirmed; ``False`` (nothing recorded) when a version as high
+        is held and has not expired at ``now``: another write got there first."""
+        ...
+
+    def confirm(self, tenant: str, trigger_id: str, version: int, until: datetime) -> None:
+        """The claimed ``version`` was acknowledged: reads see it until ``until``."""
+        ...
+
+    def release(self, tenant: str, trigger_id: str, version: int) -> None:
+        """Drop the claim of ``version`` (no-op when another version is held)."""
+        ...
+
+    def recent(
+        self, tenant: str, trigger_ids: list[str], now: datetime
+    ) -> dict[str, StoredTrigger]:
+        """The confirmed, unexpired versions held for these triggers of ``tenant``."""
+        ...

@@ -10,9 +10,11 @@ secret refs and the SSRF policy of the dispatcher (:class:`~horae.outbound.ssrf.
 Every definition and command records the acting subject and roles (``author`` /
 ``requested_by``: :attr:`Principal.actor`) and the role the act needs.
 
-Read-your-writes: this process remembers the versions it wrote for ``api.read_your_writes_s`` and
-merges them into its reads (the higher version wins), so a GET after a create or amend sees it
-even before the projector has caught up.
+Read-your-writes: the versions the API wrote are kept for ``api.read_your_writes_s`` in a
+:class:`~horae.api.ports.RecentWrites` shared by every API process and merged into reads (the
+higher version wins), so a GET after a create or amend sees it even before the projector has
+caught up, whichever process serves it. A write claims its version there before producing, so two
+processes racing on one trigger cannot both produce the same version (the loser answers 412).
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from horae.api.auth import Principal
-from horae.api.ports import DefinitionSink, HistorySource, ListedTrigger, StoredTrigger
+from horae.api.ports import (
+    DefinitionSink,
+    HistorySource,
+    ListedTrigger,
+    RecentWrites,
+    StoredTrigger,
+)
 from horae.api.render import listed, stored_body, upcoming_instants
 from horae.api.schemas import FILLED
 from horae.api.verification import (
@@ -62,6 +70,8 @@ from horae.settings import Settings
 API_KEY_ID = "api-token"  # the key id the token's roles are checked under (never signs)
 CONFIRM_TTL_S = 600  # a backfill confirm token
 WRITE_STRIPES = 256
+#: how long an unconfirmed claim of a version blocks others (past the sink's ack timeout)
+CLAIM_TTL_S = 60
 
 
 class ApiError(Exception):
@@ -103,11 +113,11 @@ class Service:
     addresses: AddressPolicy
     verifications: VerificationStore
     fetch: Fetch
+    writes: RecentWrites
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     monotonic: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
-        self._recent: dict[tuple[str, str], tuple[float, StoredTrigger]] = {}
         self._writes = [asyncio.Lock() for _ in range(WRITE_STRIPES)]
         self._runs: dict[tuple[str, str, datetime], int] = {}
         self._grants: Grants = self.settings.grants()
@@ -116,21 +126,19 @@ class Service:
 
     def writing(self, tenant: str, trigger_id: str) -> asyncio.Lock:
         """The lock that serializes this process's writes to one trigger (read the version,
-        check ``If-Match``, produce the next): two racing amends cannot both pass."""
+        check ``If-Match``, produce the next); across processes the claim in
+        :class:`RecentWrites` does (:meth:`publish`)."""
         return self._writes[zlib.crc32(f"{tenant}/{trigger_id}".encode()) % WRITE_STRIPES]
 
     # --- reads ----------------------------------------------------------------------------
     def current(self, tenant: str, trigger_id: str) -> StoredTrigger | None:
-        """The latest version: the projection's, or a newer one this process wrote."""
+        """The latest version: the projection's, or a newer one the API wrote."""
         stored = self.history.trigger(tenant, trigger_id)
-        mine = self._recent.get((tenant, trigger_id))
+        mine = self.writes.recent(tenant, [trigger_id], self.clock()).get(trigger_id)
         if mine is None:
             return stored
-        if mine[0] < self.monotonic():
-            del self._recent[(tenant, trigger_id)]
-            return stored
-        if stored is None or stored.definition.version < mine[1].definition.version:
-            return mine[1]
+        if stored is None or stored.definition.version < mine.definition.version:
+            return mine
         return stored
 
     def existing(self, tenant: str, trigger_id: str) -> StoredTrigger:
@@ -141,13 +149,16 @@ class Service:
         return held
 
     def merged_page(self, tenant: str, items: list[ListedTrigger]) -> list[ListedTrigger]:
-        """List items with this process's newer versions merged in (a trigger the projection
-        does not list yet is not added: the list is the projection's pages)."""
+        """List items with the API's newer versions merged in (a trigger the projection does
+        not list yet is not added: the list is the projection's pages)."""
+        if not items:
+            return items
+        held = self.writes.recent(tenant, [i.trigger_id for i in items], self.clock())
         out = []
         for item in items:
-            mine = self._recent.get((tenant, item.trigger_id))
-            newer = mine is not None and mine[1].definition.version > item.version
-            out.append(listed(mine[1]) if newer and mine is not None else item)
+            mine = held.get(item.trigger_id)
+            newer = mine is not None and mine.definition.version > item.version
+            out.append(listed(mine) if newer and mine is not None else item)
         return out
 
     def now_s(self) -> int:
@@ -254,7 +265,7 @@ class Service:
         if not self.settings.api.require_verified_targets:
             return
         host, _ = host_of(url)
-        until = self.verifications.verified_until(d.tenant, host)
+        until = await asyncio.to_thread(self.verifications.verified_until, d.tenant, host)
         if until is None or until <= self.clock():
             raise invalid("target.url", how_to_verify(host, url))
 
@@ -289,12 +300,12 @@ class Service:
         token = uuid.uuid4().hex
         expires = self.clock() + timedelta(seconds=CHALLENGE_TTL_S)
         made = Challenge(tenant, host, token, f"{origin}{WELL_KNOWN}{token}", expires)
-        self.verifications.put_challenge(made)
+        await asyncio.to_thread(self.verifications.put_challenge, made)
         return made
 
     async def check_challenge(self, tenant: str, host: str) -> tuple[bool, str, datetime | None]:
         """(verified, why, until): fetch the well-known answer and compare."""
-        made = self.verifications.challenge(tenant, host.lower())
+        made = await asyncio.to_thread(self.verifications.challenge, tenant, host.lower())
         if made is None:
             raise not_found(f"challenge for host {host!r} (POST /v1/targets/verifications)")
         if made.expires_at <= self.clock():
@@ -309,12 +320,13 @@ class Service:
         if not matches(body, self.tenant_secrets(tenant), tenant, made.host, made.token):
             return False, "the answer is not the HMAC of the challenge with a webhook secret", None
         until = self.clock() + timedelta(seconds=self.settings.api.verification_ttl_s)
-        self.verifications.verified(tenant, made.host, until)
+        await asyncio.to_thread(self.verifications.verified, tenant, made.host, until)
         return True, "verified", until
 
     async def publish(self, d: ev.TriggerDefinition, prior: StoredTrigger | None) -> StoredTrigger:
         """Sign with the platform key, re-check with ingress on the record's wire bytes (what the
-        planner decodes), produce, and remember the version (read-your-writes)."""
+        planner decodes), claim the version (412 when another process claimed it first),
+        produce, and confirm it (read-your-writes) or release it."""
         signed = signing.sign(d, self.settings.platform_key_id, self._platform_key())
         wire = self._codec.encode(signed)
         key = ev.trigger_key(signed.tenant, signed.trigger_id).encode()
@@ -324,18 +336,27 @@ class Service:
         if isinstance(checked, ev.Quarantined):
             status = 403 if checked.cause in ("unknown-tenant", "cross-tenant") else 422
             raise ApiError(status, "Refused by ingress", f"{checked.cause}: {checked.detail}")
+        created = prior.created_at if prior is not None else signed.authored_at
+        stored = StoredTrigger(signed, created, signed.authored_at)
+        now = self.clock()
+        claim_until = now + timedelta(seconds=CLAIM_TTL_S)
+        if not await asyncio.to_thread(self.writes.claim, stored, now, claim_until):
+            raise ApiError(
+                409 if prior is None else 412,
+                "Conflict" if prior is None else "Precondition failed",
+                f"version {signed.version} of trigger {signed.trigger_id!r} is being written "
+                "by another request: read it again",
+            )
+        tenant, trigger_id, version = signed.tenant, signed.trigger_id, signed.version
         try:
             await self.sink.put_definition(signed)
         except Exception as exc:
+            await asyncio.to_thread(self.writes.release, tenant, trigger_id, version)
             raise ApiError(
                 503, "Unavailable", f"the definition was not acknowledged: {exc}"
             ) from None
-        created = prior.created_at if prior is not None else signed.authored_at
-        stored = StoredTrigger(signed, created, signed.authored_at)
-        ttl = self.settings.api.read_your_writes_s
-        self._recent[(signed.tenant, signed.trigger_id)] = (self.monotonic() + ttl, stored)
-        if len(self._recent) > 100_000:
-            self._recent.pop(next(iter(self._recent)))
+        until = self.clock() + timedelta(seconds=self.settings.api.read_your_writes_s)
+        await asyncio.to_thread(self.writes.confirm, tenant, trigger_id, version, until)
         return stored
 
     # --- commands -------------------------------------------------------------------------

@@ -9,7 +9,8 @@ Settings: the ``projector`` section (``HORAE_PROJECTOR_*``), the ``projections``
 Each command connects as the role it needs (:mod:`horae.projections.roles`): ``migrate``,
 ``projections rebuild`` and ``verify --swap`` as the owner (``HORAE_DATABASE_URL``), ``projector``
 as the projector role (``HORAE_PROJECTOR_DATABASE_URL``), ``verify`` compares as the reader
-(``HORAE_READER_DATABASE_URL``). ``migrate`` creates both roles and grants them their privileges.
+(``HORAE_READER_DATABASE_URL``). ``migrate`` creates the roles and grants them their
+privileges, and migrates the API's state schema (``<projection schema>_api``) too.
 Exit codes: 0 ok, 1 ``verify`` found divergence, 2 usage errors.
 """
 
@@ -67,20 +68,26 @@ def database_urls(settings: Settings, owner: str) -> DatabaseUrls:
     from horae.projections.roles import DatabaseUrls
 
     return DatabaseUrls.resolve(
-        owner, settings.projector_database_url, settings.reader_database_url
+        owner,
+        settings.projector_database_url,
+        settings.reader_database_url,
+        settings.api_database_url,
     )
 
 
 def migrate_live(settings: Settings, owner: str) -> list[str]:
-    """Migrate the live schema as ``owner``, creating the roles and their grants; returns the
-    migrations applied now."""
+    """Migrate the live schema and the API's state schema (:mod:`horae.api.state`) as
+    ``owner``, creating the roles and their grants; returns the migrations applied now."""
     import psycopg
 
+    from horae.api import state
     from horae.projections import schema as pschema
 
     roles = database_urls(settings, owner).roles()
     with psycopg.connect(owner, autocommit=True) as conn:
-        return pschema.migrate(conn, settings.projection_schema, roles)
+        applied = pschema.migrate(conn, settings.projection_schema, roles)
+        api_schema = state.state_schema(settings.projection_schema)
+        return applied + state.migrate(conn, api_schema, roles.api)
 
 
 def _config(settings: Settings, schema: str, role: str) -> ProjectorConfig:
@@ -155,8 +162,11 @@ def run_migrate(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     roles = database_urls(settings, owner).roles()
     schema = settings.projection_schema
-    print(f"schema {schema}: " + (", ".join(applied) if applied else "up to date"))
-    print(f"roles: {roles.projector.name} (projector), {roles.reader.name} (reader)")
+    print(f"schemas {schema}, {schema}_api: " + (", ".join(applied) or "up to date"))
+    print(
+        f"roles: {roles.projector.name} (projector), {roles.reader.name} (reader), "
+        f"{roles.api.name} (api)"
+    )
     return 0
 
 

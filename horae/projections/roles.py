@@ -1,6 +1,6 @@
 """PostgreSQL roles of the read models: who may do what, enforced by PostgreSQL's privileges.
 
-Three roles, one URL each (:class:`DatabaseUrls`):
+Four roles, one URL each (:class:`DatabaseUrls`):
 
 - the **owner** (``HORAE_DATABASE_URL``) owns every schema and table: ``horae migrate``,
   ``horae projections rebuild`` (drops and creates the shadow) and ``verify --swap`` (renames
@@ -11,10 +11,13 @@ Three roles, one URL each (:class:`DatabaseUrls`):
 - the **reader** (``HORAE_READER_DATABASE_URL``, default role ``horae_reader``): SELECT on the
   read models and nothing else; the history queries (:mod:`horae.projections.queries`),
   ``projections verify`` and the API use it. A reader role created here defaults to read-only
-  transactions as well.
+  transactions as well;
+- the **API** (``HORAE_API_DATABASE_URL``, default role ``horae_api``): SELECT on the read models
+  like the reader, and it may read and write the tables of the API's own state schema
+  (:mod:`horae.api.state`: read-your-writes, target verification) and nothing else.
 
 Contracts:
-- :func:`ensure_roles` creates the two login roles when missing (needs CREATEROLE) and sets the
+- :func:`ensure_roles` creates the login roles when missing (needs CREATEROLE) and sets the
   passwords their URLs carry; it refuses a role that is the owner, belongs to the owner, or has
   superuser, CREATEROLE, CREATEDB or BYPASSRLS.
 - :func:`grant` gives exactly the privileges above on one schema (idempotent);
@@ -33,6 +36,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 PROJECTOR_ROLE = "horae_projector"
 READER_ROLE = "horae_reader"
+API_ROLE = "horae_api"
 
 #: the tables the projector writes (SELECT, INSERT, UPDATE): the read models and its offsets
 PROJECTOR_WRITES: tuple[str, ...] = (
@@ -72,6 +76,7 @@ class Login:
 class Roles:
     projector: Login = Login(PROJECTOR_ROLE)
     reader: Login = Login(READER_ROLE)
+    api: Login = Login(API_ROLE)
 
 
 def as_role(url: str, role: str) -> str:
@@ -83,31 +88,37 @@ def as_role(url: str, role: str) -> str:
 
 @dataclass(frozen=True)
 class DatabaseUrls:
-    """The connection of each role. Unset projector/reader URLs default to the owner's server
-    and database as ``horae_projector`` / ``horae_reader`` without a password (the local stack
-    trusts loopback)."""
+    """The connection of each role. Unset projector/reader/API URLs default to the owner's
+    server and database as ``horae_projector`` / ``horae_reader`` / ``horae_api`` without a
+    password (the local stack trusts loopback)."""
 
     owner: str = field(repr=False)
     projector: str = field(repr=False)
     reader: str = field(repr=False)
+    api: str = field(repr=False)
 
     @classmethod
-    def resolve(cls, owner: str, projector: str | None, reader: str | None) -> DatabaseUrls:
+    def resolve(
+        cls, owner: str, projector: str | None, reader: str | None, api: str | None = None
+    ) -> DatabaseUrls:
         return cls(
             owner,
             projector or as_role(owner, PROJECTOR_ROLE),
             reader or as_role(owner, READER_ROLE),
+            api or as_role(owner, API_ROLE),
         )
 
     def roles(self) -> Roles:
-        return Roles(Login.from_url(self.projector), Login.from_url(self.reader))
+        return Roles(
+            Login.from_url(self.projector), Login.from_url(self.reader), Login.from_url(self.api)
+        )
 
 
 def ensure_roles(conn: psycopg.Connection[Any], roles: Roles) -> None:
     """Create the login roles when missing, set the passwords given; call in a transaction.
     Raises :class:`ValueError` when a role would hold more than its privileges (see module)."""
     conn.execute("SELECT pg_advisory_xact_lock(hashtext('horae.projections.roles'))")
-    for login in (roles.projector, roles.reader):
+    for login in (roles.projector, roles.reader, roles.api):
         role = pgsql.Identifier(login.name)
         row = conn.execute(
             "SELECT r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolbypassrls"
@@ -148,12 +159,13 @@ def grant(conn: psycopg.Connection[Any], schema: str, roles: Roles) -> None:
     there); call in a transaction, as the owner."""
     projector = pgsql.Identifier(roles.projector.name)
     reader = pgsql.Identifier(roles.reader.name)
+    api = pgsql.Identifier(roles.api.name)
     s = pgsql.Identifier(schema)
 
     def tables(names: tuple[str, ...]) -> pgsql.Composable:
         return pgsql.SQL(", ").join(pgsql.Identifier(schema, n) for n in names)
 
-    for role in (projector, reader):
+    for role in (projector, reader, api):
         conn.execute(pgsql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}").format(s, role))
         conn.execute(pgsql.SQL("REVOKE ALL ON SCHEMA {} FROM {}").format(s, role))
         conn.execute(pgsql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(s, role))
@@ -163,7 +175,8 @@ def grant(conn: psycopg.Connection[Any], schema: str, roles: Roles) -> None:
         )
     )
     conn.execute(pgsql.SQL("GRANT SELECT ON {} TO {}").format(tables(PROJECTOR_READS), projector))
-    conn.execute(pgsql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(s, reader))
+    for role in (reader, api):
+        conn.execute(pgsql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(s, role))
 
 
 def current_database(conn: psycopg.Connection[Any]) -> str:

@@ -181,7 +181,8 @@ def served(stack: Endpoints, topic_prefix: str, unique: str, tmp_path: Path) -> 
         kill_all(processes)
         receiver.close()
         with psycopg.connect(stack.database_url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            for name in (schema, f"{schema}_api"):
+                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @pytest.mark.timeout(300)

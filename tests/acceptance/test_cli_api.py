@@ -84,6 +84,7 @@ def running(stack: Endpoints, topic_prefix: str, unique: str, tmp_path: Path) ->
         HORAE_PLATFORM_KEY=secrets.token_hex(16),
         HORAE_API_TOKEN_KEYS=json.dumps({"k1": secrets.token_hex(32)}),
         HORAE_API_PORT=str(port),
+        HORAE_API_WORKERS="2",  # the CLI's reads after its writes may reach the other process
         HORAE_PLANNER_SLOT=f"cli-{unique}",
         HORAE_LOG_LEVEL="WARNING",
     )
@@ -122,7 +123,8 @@ def running(stack: Endpoints, topic_prefix: str, unique: str, tmp_path: Path) ->
     finally:
         kill_all(processes)
         with psycopg.connect(stack.database_url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            for name in (schema, f"{schema}_api"):
+                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @pytest.mark.timeout(300)

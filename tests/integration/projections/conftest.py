@@ -35,7 +35,7 @@ def schema(database_url: str, unique: str) -> Iterator[str]:
     name = f"proj_{unique}"
     yield name
     with psycopg.connect(database_url, autocommit=True) as conn:
-        for s in (name, f"{name}_shadow", f"{name}_old"):
+        for s in (name, f"{name}_shadow", f"{name}_old", f"{name}_api"):
             conn.execute(f'DROP SCHEMA IF EXISTS "{s}" CASCADE')
 
 

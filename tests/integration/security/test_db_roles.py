@@ -220,3 +220,73 @@ def test_migrate_refuses_the_owner_as_a_restricted_role(database_url: str, uniqu
         pschema.migrate(conn, f"roles_{unique}", Roles(projector=Login(owner)))
     with connect(database_url) as conn:
         assert not pschema.schema_exists(conn, f"roles_{unique}")
+
+
+#: what the API role may not do in its own state schema ({a}): change its shape or history
+API_STATE_DDL = {
+    "create table in state": "CREATE TABLE {a}.intruder (a int)",
+    "drop state table": "DROP TABLE {a}.recent_writes",
+    "alter state table": "ALTER TABLE {a}.verified_hosts ADD COLUMN intruder int",
+    "truncate state": "TRUNCATE {a}.verified_hosts",
+    "fake a state migration": "INSERT INTO {a}.schema_migrations (name) VALUES ('9999_x')",
+    "drop state schema": "DROP SCHEMA {a} CASCADE",
+}
+
+
+@pytest.fixture
+def api_state(database_url: str, urls: DatabaseUrls, schemas: tuple[str, str]) -> Iterator[str]:
+    """The API's state schema next to the read models, migrated with the API role's grants."""
+    from horae.api import state
+
+    name = state.state_schema(schemas[0])
+    with connect(database_url) as owner:
+        state.migrate(owner, name, urls.roles().api)
+    yield name
+    with connect(database_url) as owner:
+        owner.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.mark.parametrize("statement", list({**DDL_AND_OUTSIDE, **READER_WRITES}.items()), ids=str)
+def test_the_api_role_cannot_write_the_read_models_or_change_anything(
+    urls: DatabaseUrls, schemas: tuple[str, str], api_state: str, statement: tuple[str, str]
+) -> None:
+    live, other = schemas
+    with connect(urls.api) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        run(conn, statement[1], live, other)
+
+
+@pytest.mark.parametrize("statement", list(API_STATE_DDL.items()), ids=str)
+def test_the_api_role_cannot_change_its_state_schema(
+    urls: DatabaseUrls, schemas: tuple[str, str], api_state: str, statement: tuple[str, str]
+) -> None:
+    with connect(urls.api) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute(pgsql.SQL(statement[1]).format(a=pgsql.Identifier(api_state)))
+
+
+def test_the_api_role_keeps_its_state_and_reads_the_read_models(
+    database_url: str, urls: DatabaseUrls, schemas: tuple[str, str], api_state: str
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from horae.api.state import PostgresState
+
+    live, other = schemas
+    with connect(database_url) as owner:
+        run(owner, FIRE, live, other)
+    until = datetime.now(UTC) + timedelta(hours=1)
+    held = PostgresState(urls.api, api_state, max_size=1)
+    try:
+        held.verified("acme", "h.example", until)
+        assert held.verified_until("acme", "h.example") == until
+    finally:
+        held.close()
+    with connect(urls.api) as conn:
+        a = pgsql.Identifier(api_state)
+        conn.execute(pgsql.SQL("DELETE FROM {}.verified_hosts").format(a))
+        assert conn.execute(
+            pgsql.SQL("SELECT count(*) FROM {}.fires").format(pgsql.Identifier(live))
+        ).fetchone() == (1,)
+    with connect(database_url) as owner:
+        assert owner.execute(
+            pgsql.SQL("SELECT count(*) FROM {}.fires").format(pgsql.Identifier(live))
+        ).fetchone() == (1,)
