@@ -254,11 +254,12 @@ def run_peer(system: str, wl: Workload, db: Database, cap: int) -> dict[str, Any
 
 class Horae:
     """Horae's runs: one loaded prefix per workload (a steady run's one-shot instants are spent,
-    so it loads again); topics dropped at the end."""
+    so it loads again), or one loaded before (``loaded``: workload key -> prefix, as a run
+    printed it); topics dropped at the end."""
 
-    def __init__(self) -> None:
-        self.loaded: dict[str, str] = {}
-        self.prefixes: list[str] = []
+    def __init__(self, loaded: dict[str, str] | None = None) -> None:
+        self.loaded = dict(loaded or {})
+        self.prefixes: list[str] = list(self.loaded.values())
 
     def _horae(self, *args: str, timeout_s: float) -> dict[str, Any]:
         cmd = [sys.executable, str(PEERS / "horae_peer.py"), *args]
@@ -269,8 +270,11 @@ class Horae:
         if prefix is None:
             prefix = f"bcmp{uuid.uuid4().hex[:6]}."
             self.prefixes.append(prefix)
+            print(f"horae: loading {wl.n + wl.held:,} definitions under {prefix}", flush=True)
+            # ingest runs at 500-2,500 definitions/s on this machine, depending on its load
+            setup_s = SETUP_S + (wl.n + wl.held) // 250
             loaded = self._horae(
-                "load", prefix, str(wl.n), str(wl.rate), str(wl.held), timeout_s=SETUP_S * 2
+                "load", prefix, str(wl.n), str(wl.rate), str(wl.held), timeout_s=setup_s
             )
             if "error" in loaded:
                 return loaded
@@ -483,6 +487,13 @@ def main() -> None:
     parser.add_argument("--plot", default="compare.png")
     parser.add_argument("--out", help="append each run's result to this JSON-lines file")
     parser.add_argument("--report", help="no run: the table, plot and JSON of an --out file")
+    parser.add_argument(
+        "--horae-loaded",
+        action="append",
+        default=[],
+        metavar="WORKLOAD=PREFIX",
+        help="Horae's definitions for this workload loaded before, under this prefix",
+    )
     args = parser.parse_args()
     wls = workloads(args)
     if args.report:
@@ -500,7 +511,7 @@ def main() -> None:
         flush=True,
     )
     results: dict[tuple[str, str, str], dict[str, Any]] = {}
-    horae = Horae()
+    horae = Horae(dict(item.split("=", 1) for item in args.horae_loaded))
     with contextlib.ExitStack() as stack:
         dbs: dict[str, Database] = {}
         if args.durability in ("both", "dev"):
