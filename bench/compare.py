@@ -436,7 +436,9 @@ def plot(
 def report(
     results: dict[tuple[str, str, str], dict[str, Any]], wls: list[Workload], plot_path: str
 ) -> None:
-    """The end of a run: tunings, notes, the table, goals, the plot and the JSON line."""
+    """The end of a run: tunings, notes, the table, goals, the plot and the JSON line (the
+    workloads of ``wls`` that have a result)."""
+    wls = [wl for wl in wls if any(key[0] == wl.key for key in results)]
     print()
     tunings: dict[str, str] = {}
     for (_, system, _), r in sorted(results.items()):
