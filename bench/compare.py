@@ -3,6 +3,7 @@
     .venv/bin/python bench/compare.py [--scale 100000] [--steady-seconds 60] [--rate 1000]
         [--held 1000000] [--workloads a,b,c] [--systems horae,apscheduler,dbscheduler,quartz]
         [--durability both|dev|durable] [--cap 600] [--plot compare.png] [--out results.jsonl]
+    .venv/bin/python bench/compare.py --report results.jsonl [--plot compare.png]
 
 Systems (each run as its own process, figures of that process):
 
@@ -35,10 +36,18 @@ its due time is reported as a timeout, with what it did.
 
 Prints one table, writes one PNG plot (throughput and lateness distributions per system) when
 matplotlib is installed, and ends with one JSON line: ``<system>_<figure>`` (workload a, dev
-database) and ``<system>_<figure>_durable`` for figures ``fires_per_s``, ``p50_ms``, ``p99_ms``,
-``peak_rss_mb``, ``cpu_s_per_1k``, ``startup_s`` (workloads b and c as ``<system>_steady_...``
-and ``<system>_held_...``), ``<system>_timeout...`` when capped, and ``ratio_<system>`` = Horae's
-fires/s over that system's on workload (a), durable run (``ratio_<system>_dev``: dev run).
+database) and ``<system>_<figure>_durable`` for figures ``fires_per_s``, ``p50_ms`` and
+``p99_ms`` (decision lateness), ``delivery_p99_ms``, ``peak_rss_mb``, ``cpu_s_per_1k``,
+``startup_s`` (workloads b and c as ``<system>_steady_...`` and ``<system>_held_...``),
+``<system>_timeout...`` when a run was capped or failed, and ``ratio_<system>`` = Horae's fires/s
+over that system's on workload (a), durable run (``ratio_<system>_dev``: dev run). Delivery
+lateness: for the peers their execution start (they run their jobs in-process: the execution is
+the delivery); for Horae ``null``: the planner runs here, not the dispatcher (its delivery
+lateness is bench/dispatch.py's, not measured in this run).
+
+``--out`` appends each run's result as it ends; ``--report`` builds the table, the plot and the
+JSON line from such a file (the last result of each workload, system and database wins), for
+workloads run by separate invocations.
 """
 
 from __future__ import annotations
@@ -72,7 +81,25 @@ BENCH = Path(__file__).resolve().parent
 PEERS = BENCH / "peers"
 JAR = PEERS / "target" / "peers.jar"
 SYSTEMS = ("horae", "apscheduler", "dbscheduler", "quartz")
-FIGURES = ("fires_per_s", "p50_ms", "p99_ms", "peak_rss_mb", "cpu_s_per_1k", "startup_s")
+FIGURES = (
+    "fires_per_s",
+    "p50_ms",
+    "p99_ms",
+    "delivery_p99_ms",
+    "peak_rss_mb",
+    "cpu_s_per_1k",
+    "startup_s",
+)
+HEADS = (
+    "fires/s",
+    "decision p50 ms",
+    "decision p99 ms",
+    "delivery p99 ms",
+    "peak RSS MB",
+    "CPU s/1k fires",
+    "start-up s",
+)
+NAMES = {"a": "", "b": "steady_", "c": "held_"}  # a workload's part of a JSON key
 SETUP_S = 900  # a run's own setup (inserts, load, cold start) on top of --cap
 HELD_FIRING = 1000
 JAVA = ("java", "-Xms256m", "-Xmx2g", "-jar")
@@ -227,11 +254,12 @@ def run_peer(system: str, wl: Workload, db: Database, cap: int) -> dict[str, Any
 
 class Horae:
     """Horae's runs: one loaded prefix per workload (a steady run's one-shot instants are spent,
-    so it loads again); topics dropped at the end."""
+    so it loads again), or one loaded before (``loaded``: workload key -> prefix, as a run
+    printed it); topics dropped at the end."""
 
-    def __init__(self) -> None:
-        self.loaded: dict[str, str] = {}
-        self.prefixes: list[str] = []
+    def __init__(self, loaded: dict[str, str] | None = None) -> None:
+        self.loaded = dict(loaded or {})
+        self.prefixes: list[str] = list(self.loaded.values())
 
     def _horae(self, *args: str, timeout_s: float) -> dict[str, Any]:
         cmd = [sys.executable, str(PEERS / "horae_peer.py"), *args]
@@ -242,8 +270,11 @@ class Horae:
         if prefix is None:
             prefix = f"bcmp{uuid.uuid4().hex[:6]}."
             self.prefixes.append(prefix)
+            print(f"horae: loading {wl.n + wl.held:,} definitions under {prefix}", flush=True)
+            # ingest runs at 500-2,500 definitions/s on this machine, depending on its load
+            setup_s = SETUP_S + (wl.n + wl.held) // 250
             loaded = self._horae(
-                "load", prefix, str(wl.n), str(wl.rate), str(wl.held), timeout_s=SETUP_S * 2
+                "load", prefix, str(wl.n), str(wl.rate), str(wl.held), timeout_s=setup_s
             )
             if "error" in loaded:
                 return loaded
@@ -260,13 +291,28 @@ class Horae:
 
 
 # --- output ------------------------------------------------------------------------------------
+def normalize(wl: Workload, result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with the figures every system reports the same way: ``n``; a steady run's
+    fires/s at most its rate (it lasts its seconds however early the last fire comes: fires/s =
+    n / max(seconds, span) = min(rate, n / span)); delivery lateness (the peers': their
+    execution start, which is their delivery; Horae's: not measured here)."""
+    r = dict(result)
+    r.setdefault("n", wl.n)
+    if wl.rate < wl.n and r.get("fires_per_s"):
+        r["fires_per_s"] = min(float(wl.rate), float(r["fires_per_s"]))
+    if "delivery_p99_ms" not in r:
+        peer = r.get("system") != "horae" and r.get("executed")
+        r["delivery_p99_ms"] = r.get("p99_ms") if peer else None
+    return r
+
+
 def _cell(result: dict[str, Any], figure: str) -> str:
     value = result.get(figure)
     if value is None:
         return "-"
     if figure == "fires_per_s":
         return f"{value:,.0f}"
-    if figure in ("p50_ms", "p99_ms"):
+    if figure.endswith("_ms"):
         return f"{value:,}"
     return f"{value:,.3f}" if figure == "cpu_s_per_1k" else f"{value:,.1f}"
 
@@ -282,7 +328,8 @@ def _status(result: dict[str, Any]) -> str:
 
 
 def table(results: dict[tuple[str, str, str], dict[str, Any]], wls: list[Workload]) -> str:
-    head = ("workload", "system", "database", *FIGURES, "status")
+    """One Markdown table: a row per workload, system and database that was run."""
+    head = ["workload", "system", "database", *HEADS, "status"]
     rows = [head]
     for wl in wls:
         for system in SYSTEMS:
@@ -290,22 +337,28 @@ def table(results: dict[tuple[str, str, str], dict[str, Any]], wls: list[Workloa
                 r = results.get((wl.key, system, mode))
                 if r is not None:
                     cells = [_cell(r, f) for f in FIGURES]
-                    rows.append((wl.title, system, mode, *cells, _status(r)))
+                    rows.append([wl.title, system, mode, *cells, _status(r)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    rule = ["-" * w for w in widths]
+    for i in range(3, 3 + len(FIGURES)):
+        rule[i] = rule[i][:-1] + ":"
+    rows.insert(1, rule)
+    lines = (" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows)
+    return "\n".join(f"| {line} |" for line in lines)
 
 
 def summary(results: dict[tuple[str, str, str], dict[str, Any]]) -> dict[str, Any]:
-    names = {"a": "", "b": "steady_", "c": "held_"}
+    """The last JSON line: ``<system>_<workload part><figure>[_durable]`` for every figure of
+    every run (``horae_..._decided_p50/p99_ms`` too), ``..._timeout`` for a capped (true) or
+    failed (false) run, and the ratios of workload (a)."""
     out: dict[str, Any] = {}
     for (wl, system, mode), r in sorted(results.items()):
         suffix = "_durable" if mode == "durable" else ""
-        for f in FIGURES:
-            out[f"{system}_{names[wl]}{f}{suffix}"] = r.get(f)
+        extra = ("decided_p50_ms", "decided_p99_ms") if system == "horae" else ()
+        for f in (*FIGURES, *extra):
+            out[f"{system}_{NAMES[wl]}{f}{suffix}"] = r.get(f)
         if r.get("timeout") or r.get("error"):
-            out[f"{system}_{names[wl]}timeout{suffix}"] = bool(r.get("timeout"))
+            out[f"{system}_{NAMES[wl]}timeout{suffix}"] = bool(r.get("timeout"))
     for system in SYSTEMS[1:]:
         for mode, suffix in (("durable", ""), ("dev", "_dev")):
             mine = results.get(("a", "horae", mode), {}).get("fires_per_s")
@@ -313,6 +366,33 @@ def summary(results: dict[tuple[str, str, str], dict[str, Any]]) -> dict[str, An
             if mine and theirs:
                 out[f"ratio_{system}{suffix}"] = round(mine / theirs, 1)
     return out
+
+
+GOAL_RATIOS = {"apscheduler": 10.0, "dbscheduler": 2.0, "quartz": 2.0}
+
+
+def goals(results: dict[tuple[str, str, str], dict[str, Any]]) -> list[str]:
+    """Issue 15's goals against this run: Horae's fires/s on (a) at least ``GOAL_RATIOS`` times
+    each peer's; on (b) a lower decision p99 lateness than every peer (a peer's capped or failed
+    run counts as met). One line per goal and database that was run."""
+    s = summary(results)
+    lines = []
+    for mode, suffix in (("durable", ""), ("dev", "_dev")):
+        for peer, goal in GOAL_RATIOS.items():
+            ratio = s.get(f"ratio_{peer}{suffix}")
+            if ratio is not None:
+                verdict = "met" if ratio >= goal else "MISSED"
+                lines.append(f"goal (a) {mode}: {ratio}x {peer} (>= {goal:g}x): {verdict}")
+        mine = results.get(("b", "horae", mode), {}).get("p99_ms")
+        for peer in GOAL_RATIOS:
+            r = results.get(("b", peer, mode))
+            if mine is None or r is None:
+                continue
+            theirs = r.get("p99_ms")
+            met = r.get("timeout") or r.get("error") or (theirs is not None and mine < theirs)
+            verdict = "met" if met else "MISSED"
+            lines.append(f"goal (b) {mode}: p99 {mine:,} ms vs {peer} {theirs} ms: {verdict}")
+    return lines
 
 
 def plot(
@@ -353,6 +433,49 @@ def plot(
 
 
 # --- main --------------------------------------------------------------------------------------
+def report(
+    results: dict[tuple[str, str, str], dict[str, Any]], wls: list[Workload], plot_path: str
+) -> None:
+    """The end of a run: tunings, notes, the table, goals, the plot and the JSON line (the
+    workloads of ``wls`` that have a result)."""
+    wls = [wl for wl in wls if any(key[0] == wl.key for key in results)]
+    print()
+    tunings: dict[str, str] = {}
+    for (_, system, _), r in sorted(results.items()):
+        if r.get("tuning"):
+            tunings[system] = r["tuning"]
+    for system in SYSTEMS:
+        if system in tunings:
+            print(f"tuning {system}: {tunings[system]}")
+    print(
+        "database dev: the dev stack's PostgreSQL (fsync off); durable: a private cluster, fsync "
+        "and synchronous_commit on. Horae commits to Kafka (one broker, Kafka's default flush, "
+        "no fsync per commit), so its two rows are two runs of the same thing. Decision "
+        "lateness: peers at execution start (after their claim's commit), Horae at its "
+        "decision's commit (decided_p50/p99_ms: at the decision's stamp). Delivery lateness: "
+        "peers' jobs run in-process, counted (execution start); Horae's planner only here (no "
+        "delivery: '-'). CPU: the system's process only (not PostgreSQL's, not Kafka's)."
+    )
+    print(table(results, wls))
+    for line in goals(results):
+        print(line)
+    print(plot(results, wls, plot_path))
+    print(json.dumps(summary(results)))
+
+
+def load_results(path: str, wls: list[Workload]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The results of a ``--out`` file, the last of each (workload, system, database)."""
+    by_key = {wl.key: wl for wl in wls}
+    results: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            wl = by_key.get(r["workload"])
+            if wl is not None:
+                results[(wl.key, r["system"], r["mode"])] = normalize(wl, r)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=int, default=100_000, help="workload (a): due at once")
@@ -365,9 +488,20 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=600, help="seconds a run may take (timeout)")
     parser.add_argument("--plot", default="compare.png")
     parser.add_argument("--out", help="append each run's result to this JSON-lines file")
+    parser.add_argument("--report", help="no run: the table, plot and JSON of an --out file")
+    parser.add_argument(
+        "--horae-loaded",
+        action="append",
+        default=[],
+        metavar="WORKLOAD=PREFIX",
+        help="Horae's definitions for this workload loaded before, under this prefix",
+    )
     args = parser.parse_args()
-    systems = args.systems.split(",")
     wls = workloads(args)
+    if args.report:
+        report(load_results(args.report, wls), wls, args.plot)
+        return
+    systems = args.systems.split(",")
     _, dev_url = require_services(get_settings())
     ensure_python_peers()
     if any(s in ("dbscheduler", "quartz") for s in systems):
@@ -379,7 +513,7 @@ def main() -> None:
         flush=True,
     )
     results: dict[tuple[str, str, str], dict[str, Any]] = {}
-    horae = Horae()
+    horae = Horae(dict(item.split("=", 1) for item in args.horae_loaded))
     with contextlib.ExitStack() as stack:
         dbs: dict[str, Database] = {}
         if args.durability in ("both", "dev"):
@@ -389,45 +523,28 @@ def main() -> None:
         for mode, db in dbs.items():
             print(f"database {mode}: {db.settings()}", flush=True)
         stack.callback(horae.cleanup)
-        tunings: dict[str, str] = {}
         for wl in wls:
             for mode, db in dbs.items():
                 for system in systems:
                     started = time.monotonic()
                     if system == "horae":
-                        r = horae.run(wl, args.cap)
+                        raw = horae.run(wl, args.cap)
                     else:
-                        r = run_peer(system, wl, db, args.cap)
-                    r.setdefault("n", wl.n)
-                    if wl.rate < wl.n and r.get("fires_per_s"):
-                        # a steady run lasts its seconds however early the last fire comes:
-                        # fires/s = n / max(seconds, span) = min(rate, n / span)
-                        r["fires_per_s"] = min(float(wl.rate), float(r["fires_per_s"]))
+                        raw = run_peer(system, wl, db, args.cap)
+                    r = normalize(wl, {"system": system, **raw})
                     results[(wl.key, system, mode)] = r
-                    if r.get("tuning"):
-                        tunings[system] = r["tuning"]
                     brief = {k: v for k, v in r.items() if k not in ("quantiles_ms", "tuning")}
                     print(
                         f"{wl.title} | {system} | {mode}: {json.dumps(brief)} "
-                        f"({time.monotonic() - started:.0f} s)",
+                        f"({time.monotonic() - started:.0f} s, load average "
+                        f"{os.getloadavg()[0]:.1f})",
                         flush=True,
                     )
                     if args.out:
+                        record = {"workload": wl.key, "mode": mode, "at": time.time(), **r}
                         with open(args.out, "a") as f:
-                            f.write(json.dumps({"workload": wl.key, "mode": mode, **r}) + "\n")
-    print()
-    for system in systems:
-        print(f"tuning {system}: {tunings.get(system, '-')}")
-    print(
-        "database dev: the dev stack's PostgreSQL (fsync off); durable: a private cluster, fsync "
-        "and synchronous_commit on. Horae commits to Kafka (one broker, Kafka's default flush, "
-        "no fsync per commit), so its two rows are two runs of the same thing. Lateness: peers at "
-        "execution start, Horae at its decision's commit (decided_p50/p99_ms in the log lines: "
-        "at the decision). CPU: the system's process only (not PostgreSQL's, not Kafka's)."
-    )
-    print(table(results, wls))
-    print(plot(results, wls, args.plot))
-    print(json.dumps(summary(results)))
+                            f.write(json.dumps(record) + "\n")
+    report(results, wls, args.plot)
 
 
 if __name__ == "__main__":

@@ -136,7 +136,7 @@ def main() -> None:
     startup_s = build_s + time.monotonic() - resumed
     time.sleep(2)  # warm, as the Java peers
     arm_at = time.time()
-    base = float(int(arm_at + 3 + (n + held) / 5000) + 1)  # as the Java peers: after the arm
+    base = float(int(arm_at + 3 + n / 5000 + held / 100_000) + 1)  # as the Java peers
     _state["base"] = base
     _arm(url, base, rate)
     armed = time.time()
