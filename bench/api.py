@@ -51,6 +51,7 @@ from horae.contracts.routing import Router
 from horae.contracts.topics import Topic, topic_name
 from horae.kafka.config import client_config
 from horae.projections.rows import PROJECTED, Batch, RecordMapper
+from horae.projections.schema import analyze
 from horae.projections.store import ProjectionStore
 from horae.projections.synthetic import START, attempt, definition, fire, outcome
 from horae.settings import Settings, get_settings
@@ -97,6 +98,9 @@ def seed(database_url: str, schema: str, instants: int, triggers: int) -> None:
         flush(outs)
     finally:
         store.close()
+    # a live read model has statistics (autovacuum, or the rebuild's ANALYZE); a bulk seed not yet
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        analyze(conn, schema)
 
 
 def _exists(database_url: str, schema: str) -> bool:

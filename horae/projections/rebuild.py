@@ -100,7 +100,7 @@ def rebuild(
     roles: Roles | None = None,
 ) -> Progress:
     """Replay every projected topic from the beginning into ``config.schema`` (dropped first;
-    ``config.database_url`` is the owner's)."""
+    ``config.database_url`` is the owner's), then refresh its planner statistics."""
     with psycopg.connect(config.database_url, autocommit=True) as conn:
         pschema.drop(conn, config.schema)
         pschema.migrate(conn, config.schema, roles)
@@ -117,6 +117,8 @@ def rebuild(
 
     replay = ProjectorConfig(**{**config.__dict__, "stop_at": ends})
     Projector(replay, ProjectionMetrics(), on_batch=hook).run(stop_event)
+    with psycopg.connect(config.database_url, autocommit=True) as conn:
+        pschema.analyze(conn, config.schema)
     progress.done = max(progress.done, 0)
     on_progress(progress)
     return progress
