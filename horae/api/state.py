@@ -35,6 +35,7 @@ from horae.api.ports import StoredTrigger
 from horae.api.verification import Challenge
 from horae.contracts import events as ev
 from horae.contracts.codec import default_codec
+from horae.projections import schema as pschema
 from horae.projections.roles import Login
 
 #: the tables the API role reads and writes
@@ -64,45 +65,18 @@ def _migration(name: str) -> str:
 
 
 def pending(conn: psycopg.Connection[Any], schema: str) -> list[str]:
-    """The migrations ``schema`` does not have yet, in order (all when it does not exist)."""
-    table = pgsql.Identifier(schema, "schema_migrations").as_string(conn)
-    row = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
-    if row is None or row[0] is None:
-        return migration_names()
-    done = {
-        str(r[0])
-        for r in conn.execute(
-            pgsql.SQL("SELECT name FROM {}.schema_migrations").format(pgsql.Identifier(schema))
-        )
-    }
-    return [name for name in migration_names() if name not in done]
+    """The migrations the state schema does not have yet, in order (all when it is missing)."""
+    return pschema.pending(conn, schema, migration_names())
 
 
 def migrate(conn: psycopg.Connection[Any], schema: str, api: Login | None = None) -> list[str]:
     """Bring ``schema`` to the latest migration and, given the API role, grant it exactly its
     privileges there; returns the names applied now."""
     s = pgsql.Identifier(schema)
-    applied_now: list[str] = []
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('horae.api.state.' || %s))", (schema,))
-        conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s))
-        conn.execute(
-            pgsql.SQL(
-                "CREATE TABLE IF NOT EXISTS {}.schema_migrations "
-                "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-            ).format(s)
+        applied_now = pschema.run_migrations(
+            conn, schema, migration_names(), _migration, "horae.api.state."
         )
-        done = {
-            str(r[0])
-            for r in conn.execute(pgsql.SQL("SELECT name FROM {}.schema_migrations").format(s))
-        }
-        for name in migration_names():
-            if name in done:
-                continue
-            conn.execute(pgsql.SQL("SET LOCAL search_path TO {}").format(s))
-            conn.execute(_migration(name))
-            conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (name,))
-            applied_now.append(name)
         if api is not None:
             role = pgsql.Identifier(api.name)
             tables = pgsql.SQL(", ").join(pgsql.Identifier(schema, t) for t in STATE_TABLES)

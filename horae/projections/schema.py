@@ -20,6 +20,7 @@ Contracts:
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -43,19 +44,23 @@ def schema_exists(conn: psycopg.Connection[Any], schema: str) -> bool:
     return row is not None
 
 
-def pending(conn: psycopg.Connection[Any], schema: str) -> list[str]:
-    """The migrations ``schema`` does not have yet, in order (all when it does not exist)."""
+def pending(
+    conn: psycopg.Connection[Any], schema: str, names: list[str] | None = None
+) -> list[str]:
+    """The migrations of ``names`` (default: the read models') that ``schema`` does not have
+    yet, in order (all when it does not exist)."""
+    names = migration_names() if names is None else names
     table = pgsql.Identifier(schema, "schema_migrations").as_string(conn)
     row = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
     if row is None or row[0] is None:
-        return migration_names()
+        return names
     done = {
         str(r[0])
         for r in conn.execute(
             pgsql.SQL("SELECT name FROM {}.schema_migrations").format(ident(schema))
         )
     }
-    return [name for name in migration_names() if name not in done]
+    return [name for name in names if name not in done]
 
 
 def migrate(
@@ -63,39 +68,55 @@ def migrate(
 ) -> list[str]:
     """Bring ``schema`` to the latest migration and, given ``roles``, create them and grant
     their privileges on it; returns the names applied now."""
-    applied_now: list[str] = []
     with conn.transaction():
         if roles is not None:
             proles.ensure_roles(conn, roles)
-        conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtext('horae.projections.' || %s))", (schema,)
+        names = migration_names()
+        applied_now = run_migrations(
+            conn, schema, names, lambda name: sql(f"migrations/{name}"), "horae.projections."
         )
-        conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident(schema)))
-        conn.execute(
-            pgsql.SQL(
-                "CREATE TABLE IF NOT EXISTS {}.schema_migrations "
-                "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-            ).format(ident(schema))
-        )
-        done = {
-            str(r[0])
-            for r in conn.execute(
-                pgsql.SQL("SELECT name FROM {}.schema_migrations").format(ident(schema))
+        if names[0] in applied_now:
+            conn.execute(
+                pgsql.SQL("INSERT INTO {}.projection_meta (generation) VALUES (%s)").format(
+                    ident(schema)
+                ),
+                (uuid.uuid4(),),
             )
-        }
-        for name in migration_names():
-            if name in done:
-                continue
-            conn.execute(pgsql.SQL("SET LOCAL search_path TO {}").format(ident(schema)))
-            conn.execute(sql(f"migrations/{name}"))
-            conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (name,))
-            if name == migration_names()[0]:
-                conn.execute(
-                    "INSERT INTO projection_meta (generation) VALUES (%s)", (uuid.uuid4(),)
-                )
-            applied_now.append(name)
         if roles is not None:
             proles.grant(conn, schema, roles)
+    return applied_now
+
+
+def run_migrations(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    names: list[str],
+    text: Callable[[str], str],
+    lock: str,
+) -> list[str]:
+    """In the caller's transaction, under the advisory lock ``lock`` + ``schema``: create
+    ``schema`` and its ``schema_migrations`` if missing, then apply (``text(name)``: its SQL,
+    run with ``schema`` first on the search path) each of ``names`` not listed there yet, in
+    order; returns the names applied now."""
+    s = ident(schema)
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s || %s))", (lock, schema))
+    conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s))
+    conn.execute(
+        pgsql.SQL(
+            "CREATE TABLE IF NOT EXISTS {}.schema_migrations "
+            "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        ).format(s)
+    )
+    listed = conn.execute(pgsql.SQL("SELECT name FROM {}.schema_migrations").format(s))
+    done = {str(r[0]) for r in listed}
+    applied_now: list[str] = []
+    for name in names:
+        if name in done:
+            continue
+        conn.execute(pgsql.SQL("SET LOCAL search_path TO {}").format(s))
+        conn.execute(text(name))
+        conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (name,))
+        applied_now.append(name)
     return applied_now
 
 
