@@ -20,6 +20,7 @@ from horae.contracts import events as ev
 from horae.contracts.admin import admin_client
 from horae.contracts.codec import decode
 from horae.contracts.topics import Topic
+from horae.streams.planner.worker import PARTITIONS_LOST
 from tests.integration.planner.harness import (
     PARTITIONS,
     PlannerEnv,
@@ -176,9 +177,14 @@ def test_zombie_cannot_commit_after_its_session_expired(
     def fenced() -> str:
         if _aborts(port) > aborts:
             return "commit refused"
-        return "revoked" if SESSION_EXPIRED in zombie_log.read_text() else ""
+        text = zombie_log.read_text()
+        return "revoked" if SESSION_EXPIRED in text or PARTITIONS_LOST in text else ""
 
-    how = wait_until(fenced, 60, 0.2, "the zombie was neither refused nor revoked")
+    def neither() -> str:
+        tail = "\n".join(zombie_log.read_text().splitlines()[-30:])
+        return f"the zombie was neither refused nor revoked; its log ends:\n{tail}"
+
+    how = wait_until(fenced, 60, 0.2, neither)
     for proc in (zombie, survivor):
         proc.send_signal(signal.SIGTERM)
     for proc in (zombie, survivor):

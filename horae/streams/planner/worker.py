@@ -62,6 +62,8 @@ from horae.streams.planner.rebuild import GcPolicy, KeepGc, rebuild_partition
 from horae.streams.planner.sharing import SharedValues
 
 log = logging.getLogger(__name__)
+#: logged when the group takes partitions away without a rebalance (session expired, fenced)
+PARTITIONS_LOST = "partitions lost (session expired or fenced)"
 
 #: makes topics exist (full names); None once they do, else why not
 EnsureTopics = Callable[[Sequence[str]], str | None]
@@ -204,6 +206,8 @@ class Planner:
             self.indexes.pop(p, None)
         self._kept.clear()
         self.metrics.partitions_owned.set(len(self.indexes))
+        numbers = sorted({p for _, p in partitions})
+        log.warning("%s %s: their indexes dropped", PARTITIONS_LOST, numbers)
 
     def _rebuild(self, p: int) -> DueIndex:
         return rebuild_partition(
