@@ -8,7 +8,9 @@
 Systems (each run as its own process, figures of that process):
 
 - ``horae``: the planner (bench/peers/horae_peer.py, through bench/planner.py's ``load`` and
-  ``coldstart_and_peak``): decisions committed in Kafka transactions;
+  ``coldstart_and_peak``): decisions committed in Kafka transactions; on workload (b) also one
+  dispatcher process delivering the fires as signed webhooks to a local receiver (bench/dispatch.py
+  ``serve``);
 - ``apscheduler``: APScheduler 3.11 with its SQLAlchemyJobStore, jobs run in-process
   (bench/peers/apscheduler_peer.py);
 - ``dbscheduler``: db-scheduler 16.7 (HikariCP, lock-and-fetch) and ``quartz``: Quartz 2.5
@@ -21,8 +23,9 @@ of requirements.lock when missing; the Java peers need Maven and a JDK 17.
 The peers count executions in-process (no delivery over the network): lateness = execution start
 minus due time, which follows the commit of their claim. Horae's lateness is up to the commit
 of its decision; ``decided`` lateness (``decided_at - due_at`` of each fire record) is printed
-too. Each peer gets its own database (``bench_<system>``, dropped afterwards) and its
-documented throughput tuning, printed below.
+too, and on (b) its delivery lateness: the webhook's receipt at the receiver minus due time.
+Each peer gets its own database (``bench_<system>``, dropped afterwards) and its documented
+throughput tuning, printed below.
 
 Workloads: (a) ``--scale`` triggers due at the same second; (b) ``--rate`` fires/s for
 ``--steady-seconds`` (its fires/s: tasks over the longer of those seconds and the run); (c)
@@ -42,8 +45,10 @@ database) and ``<system>_<figure>_durable`` for figures ``fires_per_s``, ``p50_m
 ``<system>_timeout...`` when a run was capped or failed, and ``ratio_<system>`` = Horae's fires/s
 over that system's on workload (a), durable run (``ratio_<system>_dev``: dev run). Delivery
 lateness: for the peers their execution start (they run their jobs in-process: the execution is
-the delivery); for Horae ``null``: the planner runs here, not the dispatcher (its delivery
-lateness is bench/dispatch.py's, not measured in this run).
+the delivery); for Horae the receipt of its webhook POST at the local receiver on workload (b)
+(``delivery_p50/p99/max_ms``, ``delivered``, ``dispatcher_cpu_s_per_1k`` in its result), ``null``
+on (a) and (c), whose fires are decided but not delivered here (the decision figures do not
+include the dispatcher: it runs in a process of its own).
 
 ``--out`` appends each run's result as it ends; ``--report`` builds the table, the plot and the
 JSON line from such a file (the last result of each workload, system and database wins), for
@@ -295,7 +300,8 @@ def normalize(wl: Workload, result: dict[str, Any]) -> dict[str, Any]:
     """``result`` with the figures every system reports the same way: ``n``; a steady run's
     fires/s at most its rate (it lasts its seconds however early the last fire comes: fires/s =
     n / max(seconds, span) = min(rate, n / span)); delivery lateness (the peers': their
-    execution start, which is their delivery; Horae's: not measured here)."""
+    execution start, which is their delivery; Horae's: its own result's, receipt at the
+    receiver, when it delivered)."""
     r = dict(result)
     r.setdefault("n", wl.n)
     if wl.rate < wl.n and r.get("fires_per_s"):
@@ -392,6 +398,14 @@ def goals(results: dict[tuple[str, str, str], dict[str, Any]]) -> list[str]:
             met = r.get("timeout") or r.get("error") or (theirs is not None and mine < theirs)
             verdict = "met" if met else "MISSED"
             lines.append(f"goal (b) {mode}: p99 {mine:,} ms vs {peer} {theirs} ms: {verdict}")
+        delivered = results.get(("b", "horae", mode), {}).get("delivery_p99_ms")
+        for peer in GOAL_RATIOS:
+            theirs = results.get(("b", peer, mode), {}).get("delivery_p99_ms")
+            if delivered is not None and theirs is not None:
+                lines.append(
+                    f"(b) {mode} delivery p99: Horae {delivered:,} ms (POST received) vs {peer} "
+                    f"{theirs:,} ms (execution start)"
+                )
     return lines
 
 
@@ -453,8 +467,10 @@ def report(
         "no fsync per commit), so its two rows are two runs of the same thing. Decision "
         "lateness: peers at execution start (after their claim's commit), Horae at its "
         "decision's commit (decided_p50/p99_ms: at the decision's stamp). Delivery lateness: "
-        "peers' jobs run in-process, counted (execution start); Horae's planner only here (no "
-        "delivery: '-'). CPU: the system's process only (not PostgreSQL's, not Kafka's)."
+        "peers' jobs run in-process, counted (execution start); Horae's on (b): a signed "
+        "webhook POST received by a local receiver (one dispatcher process), not delivered on "
+        "(a) and (c) ('-'). CPU: the system's process only (not PostgreSQL's, not Kafka's; on "
+        "(b) not Horae's dispatcher's, dispatcher_cpu_s_per_1k in the JSON)."
     )
     print(table(results, wls))
     for line in goals(results):

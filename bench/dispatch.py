@@ -56,8 +56,9 @@ SECRET = "whsec_" + base64.b64encode(b"bench-secret-0123456789").decode()
 
 
 # --- the receiver (subprocess) -----------------------------------------------------------------
-def serve() -> None:
-    """Receiver: 200 to every POST; remembers (key, receipt, due_ms); GET /stats sums up;
+def serve(port: int = 0) -> None:
+    """Receiver on ``port`` (0: any free one): 200 to every POST; remembers (key, receipt,
+    due_ms); GET /stats sums up (``shift_ms`` is added to each receipt: a virtual clock's offset);
     prints its port; stops when stdin closes."""
     seen: dict[str, tuple[float, int]] = {}
     total = [0]
@@ -73,9 +74,10 @@ def serve() -> None:
 
     async def stats(request: web.Request) -> web.Response:
         since = float(request.query.get("since", "0"))
+        shift = float(request.query.get("shift_ms", "0"))
         rows = [(t, due) for t, due in seen.values() if t >= since]
         times = sorted(t for t, _ in rows)
-        late = sorted(max(0.0, t * 1000 - due) for t, due in rows)
+        late = sorted(max(0.0, t * 1000 + shift - due) for t, due in rows)
         out = {"distinct": len(seen), "posts": total[0], "window": len(rows)}
         if len(times) > 1:
             out["first"], out["last"] = times[0], times[-1]
@@ -91,7 +93,7 @@ def serve() -> None:
         app.router.add_get("/stats", stats)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0, backlog=2048).start()
+        await web.TCPSite(runner, "127.0.0.1", port, backlog=2048).start()
         print(runner.addresses[0][1], flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         await runner.cleanup()
@@ -99,8 +101,9 @@ def serve() -> None:
     asyncio.run(run())
 
 
-def stats(port: int, since: float = 0.0) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats?since={since}", timeout=30) as r:
+def stats(port: int, since: float = 0.0, shift_ms: float = 0.0) -> dict[str, float]:
+    url = f"http://127.0.0.1:{port}/stats?since={since}&shift_ms={shift_ms}"
+    with urllib.request.urlopen(url, timeout=30) as r:
         return json.loads(r.read())  # type: ignore[no-any-return]
 
 
@@ -345,6 +348,7 @@ def profiled(bootstrap: str, prefix: str, port: int, until: int) -> dict[str, fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--fires", type=int, default=20_000)
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=15.0)
@@ -357,7 +361,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.serve:
-        serve()
+        serve(args.port)
         return
     bootstrap = os.environ.get("HORAE_KAFKA_BOOTSTRAP", "127.0.0.1:19092")
     receiver = subprocess.Popen(

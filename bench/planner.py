@@ -46,6 +46,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -85,8 +86,23 @@ def _recurrence(i: int, peak: int, month: int, steady: tuple[int, int] | None) -
     return ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=expr, zone=zone)
 
 
-def _generate(args: tuple[str, str, int, int, int, int, tuple[int, int] | None]) -> int:
-    bootstrap, prefix, start, stop, peak, month, steady = args
+def _target(i: int, url: str | None) -> ev.Target:
+    if url is None:
+        return ev.Target(kind=ev.TargetKind.WEBHOOK, url=f"https://hooks.example/{i % 97}")
+    return ev.Target(kind=ev.TargetKind.WEBHOOK, url=url, secret_refs=("bench",))
+
+
+def _payload(i: int, peak: int, steady: tuple[int, int] | None) -> bytes:
+    """A steady one-shot trigger's payload: its instant (``due_ms``), for a receiver's lateness."""
+    if steady is None or i >= peak:
+        return b""
+    return json.dumps({"due_ms": (steady[0] + i // steady[1]) * 1000}).encode()
+
+
+def _generate(
+    args: tuple[str, str, int, int, int, int, tuple[int, int] | None, str | None],
+) -> int:
+    bootstrap, prefix, start, stop, peak, month, steady, url = args
     producer = Producer(client_config(bootstrap, {**PRODUCER_DEFAULTS, "linger.ms": 50}))
     topic = topic_name(Topic.DEFINITIONS, prefix)
     now = datetime.now(UTC).replace(microsecond=0)
@@ -97,7 +113,8 @@ def _generate(args: tuple[str, str, int, int, int, int, tuple[int, int] | None])
             version=1,
             state=ev.DefinitionState.LIVE,
             recurrence=_recurrence(i, peak, month, steady),
-            target=ev.Target(kind=ev.TargetKind.WEBHOOK, url=f"https://hooks.example/{i % 97}"),
+            target=_target(i, url),
+            payload=_payload(i, peak, steady),
             authored_at=now,
             author="bench",
         )
@@ -141,17 +158,20 @@ def load(
     peak: int,
     partitions: int,
     steady: tuple[int, int] | None = None,
+    url: str | None = None,
 ) -> dict[str, int]:
     """Produce ``triggers`` signed definitions and ingest them; the first ``peak`` fire at the
     next midnight UTC, or with ``steady = (base, rate)`` once each, ``rate`` per second from the
-    epoch second ``base`` on; the others months away. Returns definitions ingested per second
+    epoch second ``base`` on (payload ``{"due_ms": <instant>}``); the others months away. Webhook
+    targets: ``url`` with secret ref ``bench`` when given, else ``https://hooks.example/<n>``
+    (never delivered). Returns definitions ingested per second
     (``ingest_per_s``) and the process's CPU microseconds per definition (``ingest_cpu_us``)."""
     apply(admin_client(bootstrap), Plan(prefix, partitions, 1))
     ensure_clock_topic(bootstrap, prefix)
     month = (datetime.now(UTC).month + 5) % 12 + 1
     started = time.monotonic()
     chunks = [
-        (bootstrap, prefix, k * triggers // 2, (k + 1) * triggers // 2, peak, month, steady)
+        (bootstrap, prefix, k * triggers // 2, (k + 1) * triggers // 2, peak, month, steady, url)
         for k in range(2)
     ]
     with multiprocessing.Pool(2) as pool:
@@ -180,9 +200,11 @@ def coldstart_and_peak(
     triggers: int,
     peak: int,
     curve: list[tuple[float, float]] | None = None,
+    on_offset: Callable[[float], None] | None = None,
 ) -> dict[str, float]:
     """Cold start, then the peak; ``curve``, when given, receives ``(seconds since the first
-    instant, fires committed)`` every 10 ms of the peak."""
+    instant, fires committed)`` every 10 ms of the peak; ``on_offset``, when given, gets the
+    virtual clock's offset (seconds ahead of the wall clock) once it is set for the peak."""
     offset = 0.0
     planner = Planner(
         _config(bootstrap, prefix, "bench"),
@@ -212,6 +234,8 @@ def coldstart_and_peak(
         if e.due_ts is not None
     )
     offset = midnight - 1.0 - time.time()  # one second before the peak instant
+    if on_offset is not None:
+        on_offset(offset)
     base = _fired(planner)
     cpu = time.process_time()
     real_instant = time.monotonic() + 1.0
