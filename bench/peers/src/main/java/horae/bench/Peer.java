@@ -223,6 +223,12 @@ public final class Peer {
       p.setString(4, prefix);
       p.executeUpdate();
     }
+    // statistics for the copied rows before the next statement: without them PostgreSQL checks
+    // each copied row's foreign key with a plan made for the API-written rows (an index scan on
+    // a non-unique prefix: minutes for 100,000 rows instead of seconds)
+    try (Statement s = c.createStatement()) {
+      s.execute("analyze");
+    }
   }
 
   static Connection connect(String url, String user) throws SQLException {
