@@ -97,6 +97,19 @@ def decode_definition(data: bytes, codec: Codec | None = None) -> ev.TriggerDefi
     return to_event(ev.TriggerDefinition, normal)
 
 
+def accepted_value(raw: bytes | None, codec: Codec | None = None) -> bytes | None:
+    """The value of an accepted definition's copy (``definitions.accepted``) when the record it
+    was read from already is one: wire Avro under the writer schema id the codec writes
+    definitions with (so its body was read with that very schema); else None (encode it). Its
+    bytes are kept as produced — an Avro encoding of the same definition (a producer's block or
+    varint layout, which may differ from the codec's, decodes to the same value). Only while
+    :data:`~horae.contracts.memo.INGEST_MEMO` is on; off: always None."""
+    if not INGEST_MEMO.enabled or raw is None:
+        return None
+    codec = codec or default_codec()
+    return raw if raw[:5] == codec.header(ev.TriggerDefinition) else None
+
+
 UNSET_QUOTAS = ev.Quotas()
 PER_TRIGGER_LIMIT = (
     "per-trigger dispatch limits are not applied: the tenant's grant governs (HORAE_TENANT_GRANTS);"
