@@ -25,13 +25,14 @@ import dataclasses
 import json
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
 
 from horae.contracts._reflect import _writer, hints, to_avro
 from horae.contracts.binary import Unsupported
+from horae.contracts.events import INTERNED
 from horae.contracts.jsonform import _Walker, canonical
 
 Writer = Callable[[Any], bytes]
@@ -55,16 +56,19 @@ def _b64(v: bytes) -> str:
 
 
 _INF = float("inf")
+_MEMO_LIMIT = 4096
 
 
 def canonical_writer(cls: type, schema: dict[str, Any], omit: tuple[str, ...] = ()) -> Writer:
     """The writer of ``cls`` events under record ``schema`` (fields in ``omit`` left out): made
-    once per (type, schema object, omit); the generic walk when the schema does not compile."""
+    once per (type, schema object, omit), remembering the text of the value objects events
+    share (:data:`~horae.contracts.events.INTERNED`); the generic walk when the schema does not
+    compile."""
     key = (cls, id(schema), omit)
     found = _WRITERS.get(key)
     if found is None or found[0] is not schema:
         try:
-            writer = compile_canonical(cls, schema, omit)
+            writer = compile_canonical(cls, schema, omit, INTERNED)
         except Unsupported:
 
             def writer(event: Any) -> bytes:
@@ -79,9 +83,13 @@ def canonical_writer(cls: type, schema: dict[str, Any], omit: tuple[str, ...] = 
 _WRITERS: dict[tuple[type, int, tuple[str, ...]], tuple[dict[str, Any], Writer]] = {}
 
 
-def compile_canonical(cls: type, schema: dict[str, Any], omit: tuple[str, ...] = ()) -> Writer:
-    """The generated writer (see the module docstring); raises :class:`Unsupported`."""
-    gen = _Generator(schema)
+def compile_canonical(
+    cls: type, schema: dict[str, Any], omit: tuple[str, ...] = (), shared: Collection[type] = ()
+) -> Writer:
+    """The generated writer (see the module docstring); raises :class:`Unsupported`. The text
+    of a field holding a record of a ``shared`` type (frozen value objects many events share) is
+    remembered per object, for the last ``_MEMO_LIMIT`` objects of each such field."""
+    gen = _Generator(schema, shared)
     ident = gen.record(cls, schema, frozenset(omit))
     namespace: dict[str, Any] = {
         "_str": _encode_string,
@@ -113,7 +121,8 @@ def _optional(tp: Any) -> Any | None:
 
 
 class _Generator:
-    def __init__(self, root: dict[str, Any]) -> None:
+    def __init__(self, root: dict[str, Any], shared: Collection[type]) -> None:
+        self.shared = frozenset(shared)
         self.walker = _Walker(root)
         self.lines: list[str] = []
         self.constants: dict[str, Any] = {}
@@ -151,8 +160,12 @@ class _Generator:
                 continue
             f, tp = fields[name], declared[name]
             x = self._fresh("x")
-            keep = f"p.append({_encode_string(name) + ':'!r} + {self._emit(tp, f['type'], x)})"
+            key = _encode_string(name) + ":"
             body.append(f"    {x} = o.{name}")
+            if tp in self.shared:
+                body += self._remembered(tp, f, x, key)
+                continue
+            keep = f"p.append({key!r} + {self._emit(tp, f['type'], x)})"
             if "default" in f:
                 datum = self.walker.field_default(f)
                 body += [f"    if not ({self._is(tp, f['type'], x, datum)}):", f"        {keep}"]
@@ -161,6 +174,26 @@ class _Generator:
         body += ["    return '{' + ','.join(p) + '}'", ""]
         self.lines += body
         return ident
+
+    def _remembered(self, tp: Any, f: dict[str, Any], x: str, key: str) -> list[str]:
+        """The lines keeping field ``f`` (a shared record in ``x``) or not, remembering the
+        outcome per object (by identity: the memo holds the object, so its id stays its own)."""
+        memo, t = self._const({}, "memo"), self._fresh("t")
+        text = self._emit(tp, f["type"], x)
+        if "default" in f:
+            text = f"None if {self._is(tp, f['type'], x, self.walker.field_default(f))} else {text}"
+        return [
+            f"    m = {memo}.get(id({x}))",
+            f"    if m is not None and m[0] is {x}:",
+            f"        {t} = m[1]",
+            "    else:",
+            f"        {t} = {text}",
+            f"        if len({memo}) >= {_MEMO_LIMIT}:",
+            f"            {memo}.clear()",
+            f"        {memo}[id({x})] = ({x}, {t})",
+            f"    if {t} is not None:",
+            f"        p.append({key!r} + {t})",
+        ]
 
     def _slow(self, tp: Any, schema: Any) -> str:
         """A function writing one value the way the generic walk does (any value)."""

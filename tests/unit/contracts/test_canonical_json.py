@@ -103,14 +103,29 @@ CASES += [(t, ()) for t in ev.EVENT_TYPES]
 @pytest.mark.parametrize(("event_type", "omit"), CASES, ids=lambda c: getattr(c, "__name__", c))
 def test_compiled_writer_equals_the_walk(event_type: type[ev.Event], omit: tuple[str, ...]) -> None:
     write = compile_canonical(event_type, CURRENT.raw[event_type], omit)
+    shared = compile_canonical(event_type, CURRENT.raw[event_type], omit, ev.INTERNED)
 
     @settings(max_examples=300 if omit else 60, deadline=None)
     @given(strategy(event_type))
     def check(event: ev.Event) -> None:
         expected = outcome(lambda: walk(event, omit))
         assert outcome(lambda: write(event)) == expected
+        for _ in range(2):  # the second time from the memo of the shared value objects
+            assert outcome(lambda: shared(event)) == expected
 
     check()
+
+
+def test_shared_value_objects_are_written_from_the_memo_alike() -> None:
+    write = canonical_writer(ev.TriggerDefinition, CURRENT.raw[ev.TriggerDefinition])
+    d = next(e for e in all_samples() if isinstance(e, ev.TriggerDefinition))
+    policies = [ev.Policies(), ev.Policies(jitter_s=5), ev.Policies(retry=ev.RetryPolicy(2))]
+    for p in policies * 2:  # the same objects again: remembered
+        for changed in (
+            dataclasses.replace(d, policies=p),
+            dataclasses.replace(d, policies=p, version=9),
+        ):
+            assert write(changed) == walk(changed)
 
 
 @pytest.mark.parametrize("event", all_samples(), ids=lambda e: type(e).__name__)
