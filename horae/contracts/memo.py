@@ -1,6 +1,6 @@
 """The ingest path's speed devices (one owner, one switch): a definition's checks that are pure
-functions of values many definitions share are computed once per distinct value, and its
-signature is computed by compiled code.
+functions of values many definitions share are computed once per distinct value, its signature
+is computed by compiled code, and its accepted copy is not encoded again.
 
 - the canonical-JSON walker of a schema (its named types and field defaults), which signatures
   are computed through (:func:`horae.contracts.jsonform.canonical`);
@@ -11,11 +11,13 @@ signature is computed by compiled code.
   :data:`horae.contracts.domain_map.CHECKED_SPECS`, a :class:`PairMemo`), the last
   ``DOMAIN_CHECKS`` pairs (a refusal is not remembered: it raises again); the planner's index
   takes the spec from there (:func:`horae.contracts.domain_map.trigger_spec`) instead of
-  compiling it a second time.
+  compiling it a second time;
+- the accepted copy of a definition keeping its record's bytes when they are wire Avro under the
+  current writer schema (:func:`horae.contracts.ingress.accepted_value`), not encoded again.
 
-Each returns what computing afresh returns; :data:`INGEST_MEMO` ``.enabled = False`` (setting
-``HORAE_INGEST_MEMO=false``, applied by :func:`set_ingest_memo`) computes afresh every time, for
-bisecting. The planner's unit tests run with it on and off.
+Each gives what computing afresh gives (the accepted copy: an encoding of the same definition);
+:data:`INGEST_MEMO` ``.enabled = False`` (setting ``HORAE_INGEST_MEMO=false``, applied by
+:func:`set_ingest_memo`) takes the generic paths every time, for bisecting. The planner's unit tests run with it on and off.
 """
 
 from __future__ import annotations
