@@ -17,7 +17,8 @@ is computed by compiled code, and its accepted copy is not encoded again.
 
 Each gives what computing afresh gives (the accepted copy: an encoding of the same definition);
 :data:`INGEST_MEMO` ``.enabled = False`` (setting ``HORAE_INGEST_MEMO=false``, applied by
-:func:`set_ingest_memo`) takes the generic paths every time, for bisecting. The planner's unit tests run with it on and off.
+:func:`set_ingest_memo`) takes the generic paths every time, for bisecting. The planner's unit
+tests run with it on and off.
 """
 
 from __future__ import annotations
