@@ -129,7 +129,8 @@ class Decider:
         )  # fmt: skip
         if isinstance(result, ev.TriggerDefinition) and check_limits:
             try:  # platform limits and "fires within 5 years" need configuration and now
-                validate_trigger(self.shared.compiled(result)[0], int(now), self.limits)
+                spec, schedule = self.shared.compiled(result)
+                validate_trigger(spec, int(now), self.limits, schedule)
             except ValueError as exc:
                 return quarantine(msg, "invalid", str(exc), utc_datetime(now), result)
         return result
