@@ -20,7 +20,7 @@ Prints its figures; the last line is JSON:
 "ingest_cpu_us": ...}`` (the process's CPU seconds during the cold start and the peak — on a
 shared machine the steadier figures —, the peak's epoch second, and the load's definitions
 ingested per second and CPU µs per definition; the ingest figures are absent with
-``--phase coldstart``).
+``--phase coldstart``, and are the whole last line with ``--phase load``).
 
 ``--phase steady``: ``--rate × --seconds`` of the ``--triggers`` are one-shot, ``--rate`` due each
 second from an epoch second two days ahead (the rest months away); after the load a fresh planner
@@ -402,6 +402,7 @@ def main() -> None:
     else:
         ingest = load(bootstrap, args.prefix, args.triggers, args.peak, args.partitions)
     if args.phase == "load":
+        print(json.dumps(ingest))
         return
     # cold start in a fresh process (the same worker slot restarting), so that its memory is the
     # planner's alone

@@ -399,8 +399,9 @@ class Settings(BaseSettings):
     )
     ingest_memo: bool = Field(
         default=True,
-        description="ingest memos (signature walker, domain checks per recurrence and policies); "
-        "false: computed afresh every time (for bisecting)",
+        description="ingest speed devices (compiled canonical signing form, domain checks and "
+        "specs per recurrence and policies, accepted copies keeping their record's bytes); "
+        "false: the generic paths every time (for bisecting)",
     )
     failpoints: str = Field(
         default="",

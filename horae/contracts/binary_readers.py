@@ -7,7 +7,10 @@ codec turns any exception into a DecodeError.
 
 Interned record types (the value objects many triggers share: recurrence, policies, quotas,
 target) are read by their bytes: the record is first skipped (no object built, nothing decoded),
-and equal bytes seen before give the very object decoded then. A planner rebuilding a million
+and equal bytes seen before give the very object decoded then. Before skipping, the bytes of the
+last record of the type read are compared with the input at the offset: a record is
+self-delimiting, so input that starts with them holds that very record (consecutive definitions
+mostly share their policies and quotas, often their recurrence). A planner rebuilding a million
 definitions thus builds each distinct recurrence or policy once, and holds it once. The objects
 are frozen; a shared target's headers mapping is read-only by convention, like every event's.
 Each interned type has an :class:`InternTable` in the namespace of the readers compiled with it
@@ -177,6 +180,7 @@ def compile_readers(types: Iterable[type], interned: Collection[type] = ()) -> d
     for ident in gen.interned_idents:
         table = namespace[f"_table_{ident}"] = InternTable(namespace[f"decode_{ident}"])
         namespace[f"_young_{ident}"] = table.young
+        namespace[f"_last_{ident}"] = [(b"", None)]  # one tuple, replaced whole (threads)
     return {t: namespace[f"read_{ident}"] for t, ident in idents.items()}
 
 
@@ -235,6 +239,9 @@ class _ReaderGenerator:
             self.interned_idents.append(ident)
             self.lines += [
                 f"def read_{ident}(b, p):",
+                f"    k, o = _last_{ident}[0]",
+                "    if k and b.startswith(k, p):",
+                "        return o, p + len(k)",
                 "    s = p",
                 f"    p = skip_{self._skipper(cls)}(b, p)",
                 "    if p > len(b):",
@@ -243,6 +250,7 @@ class _ReaderGenerator:
                 f"    o = _young_{ident}.get(k)",
                 "    if o is None:",
                 f"        o = _table_{ident}.recall(b, s, k)",
+                f"    _last_{ident}[0] = (k, o)",
                 "    return o, p",
                 "",
             ]

@@ -198,6 +198,10 @@ class Codec:
             for t, p in self.current.parsed.items()
         }
 
+    def header(self, event_type: type[Event]) -> bytes:
+        """The wire header (magic byte, writer schema id) this codec writes ``event_type`` with."""
+        return _HEADER.pack(MAGIC, self.ids.writer_id(event_type))
+
     def encode(self, event: Event) -> bytes:
         t = type(event)
         body = self._bodies.get(t)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from horae.contracts import events as ev
+from horae.contracts.memo import INGEST_MEMO, PairMemo
 from horae.domain.dst import DstPolicy, GapPolicy, RepeatPolicy
 from horae.domain.errors import ValidationError
 from horae.domain.jitter import JitterPolicy
@@ -84,9 +85,20 @@ def retry_to_domain(r: ev.RetryPolicy) -> BackoffPolicy:
     )
 
 
+#: the specs of the (recurrence, policies) pairs that passed ingress validation recently
+#: (:func:`horae.contracts.ingress.domain_checked` fills it while the ingest memo is on)
+CHECKED_SPECS: PairMemo[ev.Recurrence, ev.Policies, TriggerSpec] = PairMemo()
+
+
 def trigger_spec(d: ev.TriggerDefinition) -> TriggerSpec:
     """The domain :class:`TriggerSpec` of a definition; :class:`ValidationError` names the field
-    (paths of the domain, e.g. ``misfire.max_fires``)."""
+    (paths of the domain, e.g. ``misfire.max_fires``). While the ingest memo
+    (:mod:`horae.contracts.memo`) is on, the spec validation compiled for the same pair is
+    returned (an equal value) instead of compiling it again."""
+    if INGEST_MEMO.enabled:
+        found = CHECKED_SPECS.get(d.recurrence, d.policies)
+        if found is not None:
+            return found
     return spec_of(d.recurrence, d.policies)
 
 

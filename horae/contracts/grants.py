@@ -49,6 +49,7 @@ class Act(StrEnum):
 
 #: THE table: the role a key must grant for each act (docs/security.md and docs/contracts.md
 #: show the same table; a unit test compares them).
+_ACT_ORDER = {act: i for i, act in enumerate(Act)}  # the audit order of acts
 REQUIRED: Mapping[Act, Role] = {
     Act.DEFINITION_CREATE: Role.AUTHOR,
     Act.DEFINITION_AMEND: Role.AUTHOR,
@@ -212,7 +213,7 @@ class Grants:
     def privileged_acts(self, d: ev.TriggerDefinition) -> list[Act]:
         """The acts above the defaults an allowed definition exercises (each is audited)."""
         acts = [act for act, _, asked, default, _ in self._asks(d) if asked > default]
-        return sorted(set(acts), key=list(Act).index)
+        return sorted(set(acts), key=_ACT_ORDER.__getitem__) if acts else acts
 
     def _asks(self, d: ev.TriggerDefinition) -> list[tuple[Act, str, float, float, float]]:
         g = self.grant(d.tenant)

@@ -22,20 +22,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
 
 import fastavro
 
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.codec import Codec, DecodeError, default_codec, to_event
-from horae.contracts.domain_map import check_zone, recurrence_to_domain, spec_of
+from horae.contracts.domain_map import CHECKED_SPECS, check_zone, recurrence_to_domain, spec_of
 from horae.contracts.grants import Grants
 from horae.contracts.jsonform import coerce
-from horae.contracts.memo import DOMAIN_CHECKS, INGEST_MEMO
+from horae.contracts.memo import INGEST_MEMO
 from horae.contracts.quarantine import quarantine
 from horae.contracts.topics import event_topic_problem
 from horae.domain.errors import ValidationError
+from horae.domain.trigger import TriggerSpec
 from horae.ports import Record
 
 #: tenant -> key id -> secret. A key id must be unique across tenants (e.g. prefixed by tenant).
@@ -97,6 +97,19 @@ def decode_definition(data: bytes, codec: Codec | None = None) -> ev.TriggerDefi
     return to_event(ev.TriggerDefinition, normal)
 
 
+def accepted_value(raw: bytes | None, codec: Codec | None = None) -> bytes | None:
+    """The value of an accepted definition's copy (``definitions.accepted``) when the record it
+    was read from already is one: wire Avro under the writer schema id the codec writes
+    definitions with (so its body was read with that very schema); else None (encode it). Its
+    bytes are kept as produced — an Avro encoding of the same definition (a producer's block or
+    varint layout, which may differ from the codec's, decodes to the same value). Only while
+    :data:`~horae.contracts.memo.INGEST_MEMO` is on; off: always None."""
+    if not INGEST_MEMO.enabled or raw is None:
+        return None
+    codec = codec or default_codec()
+    return raw if raw[:5] == codec.header(ev.TriggerDefinition) else None
+
+
 UNSET_QUOTAS = ev.Quotas()
 PER_TRIGGER_LIMIT = (
     "per-trigger dispatch limits are not applied: the tenant's grant governs (HORAE_TENANT_GRANTS);"
@@ -104,26 +117,28 @@ PER_TRIGGER_LIMIT = (
 )
 
 
-def domain_checked(r: ev.Recurrence, p: ev.Policies) -> None:
-    """The recurrence (expression, zone, count) and every policy through the domain's own
-    validation; raises :class:`ValidationError`. A pure function of two frozen values: while
-    :data:`~horae.contracts.memo.INGEST_MEMO` is on, a pair seen recently is not checked again
-    (most definitions share theirs; a refusal is not remembered: it raises again)."""
-    if INGEST_MEMO.enabled:
-        _domain_checked_memo(r, p)
-    else:
-        _domain_check(r, p)
+def domain_checked(r: ev.Recurrence, p: ev.Policies) -> TriggerSpec:
+    """The domain spec of the recurrence (expression, zone, count) and policies, through the
+    domain's own validation; raises :class:`ValidationError`. A pure function of two frozen
+    values: while :data:`~horae.contracts.memo.INGEST_MEMO` is on, the spec of a pair checked
+    recently is returned without checking again (most definitions share theirs; a refusal is
+    not remembered: it raises again), and the planner's index takes it from there
+    (:data:`~horae.contracts.domain_map.CHECKED_SPECS`)."""
+    if not INGEST_MEMO.enabled:
+        return _domain_check(r, p)
+    spec = CHECKED_SPECS.get(r, p)
+    if spec is None:
+        spec = _domain_check(r, p)
+        CHECKED_SPECS.put(r, p, spec)
+    return spec
 
 
-def _domain_check(r: ev.Recurrence, p: ev.Policies) -> None:
+def _domain_check(r: ev.Recurrence, p: ev.Policies) -> TriggerSpec:
     recurrence_to_domain(r)
     check_zone(r.zone)
     if r.count is not None and r.count < 1:
         raise ValidationError("recurrence.count", r.count, "at least 1")
-    spec_of(r, p)
-
-
-_domain_checked_memo = lru_cache(maxsize=DOMAIN_CHECKS)(_domain_check)
+    return spec_of(r, p)
 
 
 def validate_definition(d: ev.TriggerDefinition) -> None:

@@ -101,10 +101,12 @@ class Router:
         topic: Topic | None = None,
         headers: Headers | None = None,
         to: str | None = None,
+        value: bytes | None = None,
     ) -> Emit:
         """The record of ``event`` on ``partition`` (None: by key); ``topic`` (a catalogue
-        topic) or ``to`` (a full topic name) overrides the table's. Raises ``KeyError`` for a
-        type the table does not route."""
+        topic) or ``to`` (a full topic name) overrides the table's; ``value``: the event's wire
+        encoding when the caller has it (None: encoded here). Raises ``KeyError`` for a type the
+        table does not route."""
         route = ROUTES[type(event)]
         if to is None:
             if topic is not None:
@@ -116,7 +118,7 @@ class Router:
         return Emit(
             to,
             route.key(event).encode(),
-            encode(event),
+            encode(event) if value is None else value,
             None if route.by_key else partition,
             headers,
             event,

@@ -16,22 +16,29 @@ from dataclasses import replace
 from typing import TypeVar
 
 from horae.contracts._reflect import to_avro
+from horae.contracts.canonical_json import canonical_writer
 from horae.contracts.codec import default_codec
 from horae.contracts.events import Command, Signature, TriggerDefinition
 from horae.contracts.jsonform import canonical
+from horae.contracts.memo import INGEST_MEMO
 
 TAG = b"horae-signature-v1\n"
+OMIT = ("signature",)
 S = TypeVar("S", TriggerDefinition, Command)
 
 
 def signing_bytes(event: TriggerDefinition | Command) -> bytes:
-    """The exact bytes a signature covers."""
+    """The exact bytes a signature covers. While :data:`~horae.contracts.memo.INGEST_MEMO` is
+    on, written by the compiled writer of the event's schema
+    (:mod:`horae.contracts.canonical_json`: the same bytes), else by the generic walk."""
     schema = default_codec().current.raw[type(event)]
-    return TAG + canonical(schema, to_avro(event), omit=("signature",))
+    if INGEST_MEMO.enabled:
+        return TAG + canonical_writer(type(event), schema, OMIT)(event)
+    return TAG + canonical(schema, to_avro(event), omit=OMIT)
 
 
 def signature_value(event: TriggerDefinition | Command, key: bytes) -> str:
-    return hmac.new(key, signing_bytes(event), hashlib.sha256).hexdigest()
+    return hmac.digest(key, signing_bytes(event), hashlib.sha256).hex()  # one-shot, in C
 
 
 def sign(event: S, key_id: str, key: bytes) -> S:

@@ -27,6 +27,7 @@ returns the shared compiled schedule.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ from horae.domain.schedule import (
     BoundedSchedule,
     CronSchedule,
     EverySchedule,
+    Schedule,
     compile_schedule,
 )
 from horae.domain.serialization import check_keys, get_int, get_str
@@ -156,8 +158,11 @@ def _instant_or_none(body: Mapping[str, Any], name: str) -> int | None:
     return None if value is None else parse_instant(value, name, whole_seconds=True)
 
 
+@functools.lru_cache(maxsize=4096)
 def min_spacing_s(recurrence: RecurrenceSpec) -> int | None:
-    """The smallest wall-clock distance between two instants (``None`` for a single ``at``)."""
+    """The smallest wall-clock distance between two instants (``None`` for a single ``at``).
+    A pure function of a frozen value, remembered for the last 4,096 (a cron expression's
+    times of day are up to 86,400 gaps to compare; the definitions ingested share few)."""
     if isinstance(recurrence, EverySpec):
         return recurrence.interval_s
     if isinstance(recurrence, AtSpec):
@@ -168,8 +173,11 @@ def min_spacing_s(recurrence: RecurrenceSpec) -> int | None:
     return min([*gaps, tods[0] + 86400 - tods[-1]])
 
 
-def validate_trigger(spec: TriggerSpec, now: int, limits: Limits = Limits()) -> None:
-    """Checks needing configuration or ``now``; raises :class:`ValidationError`."""
+def validate_trigger(
+    spec: TriggerSpec, now: int, limits: Limits = Limits(), schedule: Schedule | None = None
+) -> None:
+    """Checks needing configuration or ``now``; raises :class:`ValidationError`. ``schedule``:
+    the spec's compiled schedule when the caller holds it (default: compiled here)."""
     spacing = min_spacing_s(spec.recurrence)
     if (
         spacing is not None
@@ -192,7 +200,8 @@ def validate_trigger(spec: TriggerSpec, now: int, limits: Limits = Limits()) -> 
         raise ValidationError(
             "end", format_utc(spec.end), "in the past: the trigger would never fire"
         )
-    if first_within(spec.schedule(), now, limits.satisfiable_years) is None:
+    compiled = spec.schedule() if schedule is None else schedule
+    if first_within(compiled, now, limits.satisfiable_years) is None:
         raise ValidationError(
             "recurrence",
             spec.recurrence.text(),

@@ -50,7 +50,7 @@ from dataclasses import replace
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
 from horae.contracts.grants import REQUIRED, Grants, audit_entry, command_act
-from horae.contracts.ingress import Source, TenantKeys, ingest_definition
+from horae.contracts.ingress import Source, TenantKeys, accepted_value, ingest_definition
 from horae.contracts.quarantine import quarantine
 from horae.contracts.routing import Router
 from horae.domain.keys import FireKey, canonical_text
@@ -129,7 +129,8 @@ class Decider:
         )  # fmt: skip
         if isinstance(result, ev.TriggerDefinition) and check_limits:
             try:  # platform limits and "fires within 5 years" need configuration and now
-                validate_trigger(self.shared.compiled(result)[0], int(now), self.limits)
+                spec, schedule = self.shared.compiled(result)
+                validate_trigger(spec, int(now), self.limits, schedule)
             except ValueError as exc:
                 return quarantine(msg, "invalid", str(exc), utc_datetime(now), result)
         return result
@@ -155,7 +156,9 @@ class Decider:
         if missing is not None:  # its events topic does not exist: refused, nothing applied
             refused = quarantine(msg, "events-topic", missing, utc_datetime(now), accepted)
             return [self.router.emit(refused, index.partition)]
-        accepted_copy = self.router.emit(accepted, index.partition)  # definitions.accepted
+        accepted_copy = self.router.emit(  # definitions.accepted (the record's bytes if current)
+            accepted, index.partition, value=accepted_value(msg.value())
+        )
         return [accepted_copy, *audits, *self.apply_definition(index, key, entry, accepted, now)]
 
     def _authorized(

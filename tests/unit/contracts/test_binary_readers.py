@@ -1,5 +1,6 @@
-"""Interned reading (horae.contracts.binary_readers): equal encodings give the very same object,
-block-encoded maps and arrays are skipped right, and malformed input raises instead of looping."""
+"""Interned reading (horae.contracts.binary_readers): equal encodings give the very same object
+(the last one read recognised by its bytes), block-encoded maps and arrays are skipped right, and
+malformed input raises instead of looping."""
 
 from __future__ import annotations
 
@@ -48,6 +49,20 @@ def test_equal_value_objects_are_decoded_once_and_shared() -> None:
     assert other.recurrence is not one.recurrence
     assert other.recurrence.expr == "5 4 * * *"
     assert other.policies is one.policies
+
+
+def test_the_last_record_read_is_recognised_by_its_bytes_at_any_offset() -> None:
+    read = compile_readers([ev.TriggerDefinition], ev.INTERNED)[ev.TriggerDefinition]
+    table = read.__globals__["_table_Target"]
+    first, _ = read(_body(_definition(1)), 0)
+    body = _body(_definition(2))
+    second, end = read(b"padding" + body + b"more", 7)  # the same target bytes, elsewhere
+    assert second.target is first.target and end == 7 + len(body)
+    assert table.misses == 1 and second == _definition(2)
+    with pytest.raises((ValueError, IndexError)):  # truncated: refused as before
+        read(body[: len(body) // 2], 0)
+    moved = _definition(3, "5 4 * * *")
+    assert read(_body(moved), 0)[0] == moved
 
 
 def _string(s: str) -> bytes:

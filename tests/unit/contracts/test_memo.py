@@ -1,5 +1,5 @@
-"""The ingest memos (horae.contracts.memo) change no result: signatures and validation, on and
-off, agree — refusals included, also when a refused pair is met again."""
+"""The ingest memos (horae.contracts.memo) change no result: signatures, validation and the specs
+the index takes, on and off, agree — refusals included, also when a refused pair is met again."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 
 from horae.contracts import events as ev
 from horae.contracts import signing
+from horae.contracts.domain_map import CHECKED_SPECS, spec_of, trigger_spec
 from horae.contracts.ingress import validate_definition
-from horae.contracts.memo import INGEST_MEMO
+from horae.contracts.memo import INGEST_MEMO, PairMemo
 from horae.domain.errors import ValidationError
 from tests.unit.planner.builders import definition
 
@@ -70,3 +71,37 @@ def test_a_refused_pair_is_refused_again_with_the_memo_on(memo_was: None) -> Non
     for _ in range(2):
         with pytest.raises(ValidationError):
             validate_definition(bad)
+
+
+def test_the_index_takes_the_spec_validation_compiled(memo_was: None) -> None:
+    INGEST_MEMO.enabled = True
+    d = definition("h", "0 9 * * 1-5", policies=ev.Policies(jitter_s=7))
+    validate_definition(d)
+    checked = CHECKED_SPECS.get(d.recurrence, d.policies)
+    assert checked is not None and checked == spec_of(d.recurrence, d.policies)
+    assert trigger_spec(d) is checked  # not compiled again
+    twin = replace(d, recurrence=replace(d.recurrence), policies=replace(d.policies))
+    assert twin.recurrence is not d.recurrence and trigger_spec(twin) is checked  # by value
+    INGEST_MEMO.enabled = False
+    assert trigger_spec(d) == checked and trigger_spec(d) is not checked
+
+
+def test_a_refused_pair_leaves_no_spec(memo_was: None) -> None:
+    INGEST_MEMO.enabled = True
+    bad = replace(
+        definition("i"),
+        recurrence=ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr="* * * * *", count=0),
+    )
+    with pytest.raises(ValidationError):
+        validate_definition(bad)
+    assert CHECKED_SPECS.get(bad.recurrence, bad.policies) is None
+    assert trigger_spec(bad) == spec_of(bad.recurrence, bad.policies)  # the index's own
+
+
+def test_pair_memo_forgets_all_at_its_limit() -> None:
+    memo: PairMemo[str, str, int] = PairMemo(limit=2)
+    memo.put("a", "b", 1)
+    memo.put("c", "d", 2)
+    assert memo.get("a", "b") == 1 and len(memo) == 2
+    memo.put("e", "f", 3)
+    assert memo.get("a", "b") is None and memo.get("e", "f") == 3 and len(memo) == 1
