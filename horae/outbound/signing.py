@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import heapq
 import hmac
@@ -57,9 +58,36 @@ class SigningKeys:
         return cls(decode_secret(primary), decode_secret(secondary) if secondary else None)
 
 
+_BLOCK = 64  # SHA-256's block size
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+
+
+@functools.lru_cache(maxsize=1024)
+def _keyed(key: bytes) -> tuple[hashlib._Hash, hashlib._Hash]:
+    """SHA-256 states that have absorbed ``key`` XOR ipad and XOR opad (RFC 2104), computed
+    once per key; :func:`hmac_sha256` copies them."""
+    if len(key) > _BLOCK:
+        key = hashlib.sha256(key).digest()
+    key = key.ljust(_BLOCK, b"\0")
+    return hashlib.sha256(key.translate(_IPAD)), hashlib.sha256(key.translate(_OPAD))
+
+
+def hmac_sha256(key: bytes, msg: bytes) -> bytes:
+    """HMAC-SHA256 of ``msg`` under ``key`` (equal to ``hmac.digest(key, msg, "sha256")``),
+    from the key's precomputed states: a third of the cost of OpenSSL's per-call HMAC set-up,
+    which the dispatcher paid three times per attempt."""
+    inner, outer = _keyed(key)
+    h = inner.copy()
+    h.update(msg)
+    o = outer.copy()
+    o.update(h.digest())
+    return o.digest()
+
+
 def body_signature(body: bytes, key: bytes) -> str:
     """``sha256=<hex HMAC-SHA256 of the body>``, the ``X-Signature`` value."""
-    return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+    return "sha256=" + hmac_sha256(key, body).hex()
 
 
 def webhook_signature(msg_id: str, timestamp: int, body: bytes, keys: SigningKeys) -> str:
@@ -68,7 +96,7 @@ def webhook_signature(msg_id: str, timestamp: int, body: bytes, keys: SigningKey
     sigs = []
     for key in (keys.primary, keys.secondary):
         if key is not None:
-            mac = hmac.new(key, signed, hashlib.sha256).digest()
+            mac = hmac_sha256(key, signed)
             sigs.append("v1," + base64.b64encode(mac).decode("ascii"))
     return " ".join(sigs)
 
@@ -162,7 +190,7 @@ def issue_token(
         claims["z"] = tzdata
     payload = _b64url(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode())
     signing_input = f"{TOKEN_VERSION}.{payload}".encode()
-    mac = _b64url(hmac.new(secret, signing_input, hashlib.sha256).digest())
+    mac = _b64url(hmac_sha256(secret, signing_input))
     return f"{TOKEN_VERSION}.{payload}.{mac}"
 
 

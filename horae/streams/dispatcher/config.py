@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from collections.abc import Mapping
@@ -12,6 +13,12 @@ from horae.outbound import SenderConfig, SigningKeys
 from horae.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=1024)
+def _keys(primary: str, secondary: str | None) -> SigningKeys:
+    """The decoded keys of two secrets (decoded once, not on every attempt)."""
+    return SigningKeys.from_secrets(primary, secondary)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +82,7 @@ class DispatcherConfig:
         known = [mine[r] for r in refs if r in mine]
         if not known:
             return None
-        return SigningKeys.from_secrets(known[0], known[1] if len(known) > 1 else None)
+        return _keys(known[0], known[1] if len(known) > 1 else None)
 
     @classmethod
     def from_settings(

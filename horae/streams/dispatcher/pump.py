@@ -109,6 +109,10 @@ class _CommitterView:
 
 #: how long a revocation waits for the committer's transaction in progress (see _on_revoke)
 REVOKE_WAIT_S = 1.0
+#: most orders handed to the loop at once
+BATCH = 2000
+#: the longest the consumer thread waits for an order before it looks at flow control again
+IDLE_WAIT_S = 0.05
 
 
 class Pump:
@@ -191,7 +195,7 @@ class Pump:
             while not self.stop.is_set():
                 if self._rewind_pending.is_set():
                     self._seek_committed()
-                messages = self.consumer.consume(2000, timeout=0.02)
+                messages = self._consume()
                 if messages:
                     self._accept(messages)
                 self._flow_control()
@@ -209,6 +213,18 @@ class Pump:
             leave_group(self.consumer)  # its revocation commits what finished meanwhile
             self.txn.close()
             self.consumer.close()
+
+    def _consume(self) -> list[Message]:
+        """What librdkafka holds now, up to :data:`BATCH`; when it holds nothing, the first order
+        to arrive within :data:`IDLE_WAIT_S` and what came with it. A batch consume with a
+        timeout would hold an order back until the batch is full or the timeout ends."""
+        messages = self.consumer.consume(BATCH, timeout=0)
+        if messages:
+            return messages
+        messages = self.consumer.consume(1, timeout=IDLE_WAIT_S)
+        if messages:
+            messages += self.consumer.consume(BATCH - 1, timeout=0)
+        return messages
 
     def _accept(self, messages: list[Message]) -> None:
         decoded: list[tuple[Message, ev.DispatchOrder | DecodeError]] = []

@@ -8,7 +8,9 @@
    share of lane partitions it owns, handed over by the pump on every rebalance);
 2. whenever a send slot is free, the next order is sent (:func:`~.deliver.attempt_once`),
    concluded (:func:`~.conclude.conclude`) and handed back to the pump, which commits its records
-   with the lane offset in one transaction;
+   with the lane offset in one transaction. Sends start at once: when orders arrive and when a
+   send ends (its slot goes to the next ready order); the loop's timer only wakes for orders
+   that become ready with time (``not_before``, a tenant's rate tokens);
 3. an order whose partition was rewound or revoked meanwhile is dropped unsent (it is consumed
    again); a concluded attempt of such an order is discarded by the pump;
 4. a cancel marker (the planner replaced a fire, overlap ``replace``): the fire's first attempt,
@@ -89,6 +91,7 @@ class Dispatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._sending = False  # True while the loop starts sends (False again on stop)
         self._gauges_at = 0.0  # monotonic time of the next gauge refresh
         self.router = Router(config.prefix)
         self.pump = Pump(
@@ -142,11 +145,13 @@ class Dispatcher:
             )
         self.pump.start()
         self.ready.set()
+        self._sending = True
         try:
             while not stop.is_set() and not self.pump.stop.is_set():
                 self._fill()
                 await self._sleep()
         finally:
+            self._sending = False
             await self._drain()
             self.pump.stop.set()
             await asyncio.to_thread(self.pump.join)
@@ -190,8 +195,9 @@ class Dispatcher:
             self.admission.add(
                 item, order.fire.tenant, lane_class(order), order.not_before.timestamp(), now
             )
+        self._fill()
         assert self._wake is not None
-        self._wake.set()
+        self._wake.set()  # the loop's timer, for orders not ready yet
 
     def _cancel(self, marker: Item, cause: str, now: float) -> None:
         """Drop the held first attempt of the marker's fire, if any, and conclude it."""
@@ -216,6 +222,9 @@ class Dispatcher:
             log.info("dropped %d held orders of rewound or revoked partitions", dropped)
 
     def _fill(self) -> None:
+        """Start a send for every ready order a free slot admits (none once stopping)."""
+        if not self._sending:
+            return
         assert self._loop is not None
         now = self.clock.now()
         while (got := self.admission.pop(now)) is not None:
@@ -228,9 +237,13 @@ class Dispatcher:
             task.add_done_callback(self._tasks.discard)
 
     async def _send(self, item: Item, tenant: str) -> None:
+        sending = True
         try:
             order = item.order
             sent = await attempt_once(order, self.config, self.sender, self.clock)
+            sending = False
+            self._sent(tenant)
+            await asyncio.sleep(0)  # the sends it started go out before this one is concluded
             conclusion = conclude(order, item.carried, sent, self.router, item.partition)
             result = sent.result
             self.metrics.attempt(
@@ -245,9 +258,13 @@ class Dispatcher:
             log.exception("attempt of %s crashed; trying again later", item.order.fire.fire_key)
             self._hold_later(item)
         finally:
-            self.admission.release(tenant)
-            assert self._wake is not None
-            self._wake.set()
+            if sending:
+                self._sent(tenant)
+
+    def _sent(self, tenant: str) -> None:
+        """A send of ``tenant`` ended: its slot goes to the next ready order."""
+        self.admission.release(tenant)
+        self._fill()
 
     def _hold_later(self, item: Item) -> None:
         order = item.order

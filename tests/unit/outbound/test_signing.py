@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import random
 import time
 
 import pytest
@@ -20,6 +21,7 @@ from horae.outbound.signing import (
     attempt_headers,
     body_signature,
     decode_secret,
+    hmac_sha256,
     issue_token,
     verify_token,
 )
@@ -169,3 +171,13 @@ def test_issue_token_rejects_nonsense() -> None:
         _token(ttl_s=0)
     with pytest.raises(ValueError):
         _token(attempt=-1)
+
+
+@pytest.mark.parametrize("key_len", [1, 16, 32, 63, 64, 65, 200])
+def test_hmac_from_precomputed_key_states_equals_the_standard_library(key_len: int) -> None:
+    rng = random.Random(key_len)
+    key = rng.randbytes(key_len)
+    for msg_len in (0, 1, 55, 64, 65, 1000):
+        msg = rng.randbytes(msg_len)
+        assert hmac_sha256(key, msg) == hmac.digest(key, msg, "sha256")
+        assert hmac_sha256(key, msg) == hmac_sha256(key, msg)  # the cached states are copied
