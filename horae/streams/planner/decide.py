@@ -143,7 +143,7 @@ class Decider:
         if isinstance(accepted, ev.Quarantined):
             return [self.router.emit(accepted, index.partition)]
         key = ev.trigger_key(accepted.tenant, accepted.trigger_id)
-        entry = index.entries.get(key)
+        entry = index.get(key)
         if entry is not None and accepted.version <= entry.definition.version:
             detail = f"version {accepted.version} <= current {entry.definition.version}"
             stale = quarantine(msg, "stale-version", detail, utc_datetime(now), accepted)
@@ -211,7 +211,7 @@ class Decider:
             return [self.router.emit(quarantine(msg, *refused, utc_datetime(now)), index.partition)]
         if command.trigger_id == ev.TENANT_WIDE:
             return self._tenant_command(index, msg, command, now)
-        entry = index.entries.get(key)
+        entry = index.get(key)
         if entry is None or entry.definition.state is ev.DefinitionState.DELETED:
             unknown = quarantine(
                 msg, "unknown-trigger", f"no live trigger {key}", utc_datetime(now)
@@ -540,7 +540,7 @@ class Decider:
         key = running.get(raw)
         if key is None:
             return []
-        entry, flight = index.entries.get(key), index.flights.get(key)
+        entry, flight = index.get(key), index.flights.get(key)
         if entry is None or flight is None or (flight.running or "").encode() != raw:
             del running[raw]
             return []
