@@ -94,8 +94,8 @@ class DueIndex(ABC):
       says ``due_ts == t`` and it was not popped since: changing ``due_ts`` without a put leaves it
       due at no time (a stale position is dropped when reached).
     - :meth:`earliest_due` is the least such ``t``; :meth:`pop_due` yields, in ``(t, key)``
-      order, up to ``limit`` triggers due at or before ``until``, each once, and unindexes them:
-      the caller puts each back.
+      order, up to ``limit`` triggers due at or before ``until``, each once; the caller puts each
+      back (until it does, whether a popped trigger still counts as due is not specified).
     - :meth:`remove` forgets a trigger; ``len()`` counts the triggers held.
     - :meth:`settle` ends a batch (the planner calls it once per loop iteration and per trigger a
       rebuild restores): the representation may pack the entries away.
@@ -193,6 +193,7 @@ _NONE = -(2**63)  # an int column's None
 _NAN = float("nan")  # a float column's None (never equal to anything)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+_new = object.__new__
 BUCKET_S = 60  # the compact index's timing-wheel bucket width
 #: the parts of a definition the compact index shares between triggers that agree on them
 Rest = tuple[str, DefinitionState, Target, str, Role, str, Quotas, str | None, Mapping[str, str]]
@@ -279,8 +280,12 @@ class CompactIndex(DueIndex):
         self._buckets: dict[int, tuple[array[int], array[float]]] = {}
         self._lows: dict[int, tuple[float, int]] = {}  # each bucket's least (due, slot)
         self._bucket_heap: list[int] = []
+        #: the positions of the buckets :meth:`pop_due` reached: sorted (``_run``, consumed from
+        #: ``_at``), and put since (``_near``, a heap)
+        self._run: list[tuple[float, str, int]] = []
+        self._at = 0
         self._near: list[tuple[float, str, int]] = []
-        self._opened = -(2**62)  # buckets up to this one are in ``_near``
+        self._opened = -(2**62)  # buckets up to this one are in ``_run`` or ``_near``
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -337,12 +342,16 @@ class CompactIndex(DueIndex):
         self._free.append(slot)
 
     def earliest_due(self) -> float | None:
-        near, live = self._near, self._live
-        while near:
-            due, _, slot = near[0]
-            if live(slot, due):
-                return due
+        live = self._live
+        run, near = self._run, self._near
+        while self._at < len(run) and not live(run[self._at][2], run[self._at][0]):
+            self._at += 1
+        while near and not live(near[0][2], near[0][0]):
             heapq.heappop(near)
+        if self._at < len(run):
+            return run[self._at][0] if not near or run[self._at] < near[0] else near[0][0]
+        if near:
+            return near[0][0]
         heap = self._bucket_heap
         while heap:
             m = heap[0]
@@ -356,20 +365,39 @@ class CompactIndex(DueIndex):
         last = int(until // self._bucket_s)
         if self._bucket_heap and self._bucket_heap[0] <= last:
             self._open(last)
-        near, live, queued, keys = self._near, self._live, self._queued, self._keys
-        taken = 0
-        while near and taken < limit:
-            due, _, slot = near[0]
-            if due > until:
-                return
-            heapq.heappop(near)
-            if not live(slot, due):
-                continue
-            queued[slot] = _NAN
-            key = keys[slot]
-            assert key is not None
-            taken += 1
-            yield key, self._hot.get(key) or self._materialised(slot, key)
+        run, near, live, queued, keys, hot = (
+            self._run, self._near, self._live, self._queued, self._keys, self._hot
+        )  # fmt: skip
+        taken, at, end = 0, self._at, len(run)
+        try:
+            while taken < limit:
+                if at < end and (not near or run[at] < near[0]):
+                    due, _, slot = run[at]
+                    if due > until:
+                        return
+                    at += 1
+                elif near:
+                    due, _, slot = near[0]
+                    if due > until:
+                        return
+                    heapq.heappop(near)
+                else:
+                    return
+                if not live(slot, due):
+                    continue
+                queued[slot] = _NAN
+                key = keys[slot]
+                assert key is not None
+                taken += 1
+                entry = hot.get(key)
+                if entry is None:
+                    entry = hot[key] = self._entry(slot, key)
+                yield key, entry
+        finally:
+            self._at = at
+            if at == end:  # consumed: let its tuples go
+                run.clear()
+                self._at = 0
 
     def settle(self) -> None:
         slots, made = self._slots, self._made
@@ -445,7 +473,8 @@ class CompactIndex(DueIndex):
 
     def _entry(self, slot: int, key: str) -> TriggerEntry:
         """The entry of ``slot`` built from its columns (its definition remembered in
-        ``_made``)."""
+        ``_made``). Built field by field: a keyword ``__init__`` costs four times as much, and
+        this runs once per fire."""
         tenant, state, target, author, role, ctype, quotas, description, labels = (
             self._rests.values[self._rest[slot]]  # type: ignore[misc]
         )
@@ -463,17 +492,15 @@ class CompactIndex(DueIndex):
             policies, quotas, description, labels, None,
         )  # fmt: skip
         nxt, last, due = self._next[slot], self._last[slot], self._due[slot]
-        return TriggerEntry(
-            definition=d,
-            spec=spec,
-            schedule=schedule,
-            next_instant=None if nxt == _NONE else nxt,
-            due_ts=None if due != due else due,
-            last_decided=None if last == _NONE else last,
-            paused_since=self._paused.get(slot) if self._paused else None,
-            applied=self._applied.get(slot, ()) if self._applied else (),
-            fired=self._fired[slot],
-        )
+        entry: TriggerEntry = _new(TriggerEntry)
+        entry.definition, entry.spec, entry.schedule = d, spec, schedule
+        entry.next_instant = None if nxt == _NONE else nxt
+        entry.due_ts = None if due != due else due
+        entry.last_decided = None if last == _NONE else last
+        entry.paused_since = self._paused.get(slot) if self._paused else None
+        entry.applied = self._applied.get(slot, ()) if self._applied else ()
+        entry.fired = self._fired[slot]
+        return entry
 
     # --- due times ------------------------------------------------------------------------
     def _live(self, slot: int, due: float) -> bool:
@@ -500,14 +527,16 @@ class CompactIndex(DueIndex):
         return True
 
     def _open(self, last: int) -> None:
-        """Move every bucket up to ``last`` into the heap of due positions."""
-        heap, near, keys, live = self._bucket_heap, self._near, self._keys, self._live
+        """Move every bucket up to ``last`` into the sorted run of due positions."""
+        heap, keys, live = self._bucket_heap, self._keys, self._live
+        opened = self._run[self._at :]
         while heap and heap[0] <= last:
             m = heapq.heappop(heap)
             slots, dues = self._buckets.pop(m)
             del self._lows[m]
-            near += [(d, keys[s], s) for s, d in zip(slots, dues, strict=True) if live(s, d)]  # type: ignore[misc]
-        heapq.heapify(near)
+            opened += [(d, keys[s], s) for s, d in zip(slots, dues, strict=True) if live(s, d)]  # type: ignore[misc]
+        opened.sort()
+        self._run, self._at = opened, 0
         self._opened = max(self._opened, last)
 
 
