@@ -273,7 +273,7 @@ class CompactIndex(DueIndex):
         self._applied: dict[int, tuple[AppliedCommand, ...]] = {}
         self._odd_ids: dict[int, str] = {}  # trigger ids that are not their key's tail
         self._rests: _Interned[tuple[object, ...], Rest] = _Interned()
-        self._plans: _Interned[tuple[int, int], Plan] = _Interned()
+        self._plans: _Interned[int, Plan] = _Interned()
         self._times: dict[int, datetime] = {}  # authoring times built, by µs
         self._hot: dict[str, TriggerEntry] = {}
         self._made: dict[str, TriggerDefinition] = {}  # what each hot entry was built with
@@ -453,8 +453,8 @@ class CompactIndex(DueIndex):
         )  # fmt: skip
         recurrence, policies = d.recurrence, d.policies
         plan = self._plans.acquire(
-            (id(recurrence), id(policies)), (recurrence, policies, entry.spec, entry.schedule)
-        )
+            id(recurrence) << 64 | id(policies), (recurrence, policies, entry.spec, entry.schedule)
+        )  # one int, not a tuple of two: a partition holds thousands of plans
         if self._rest[slot] >= 0:
             self._rests.release(self._rest[slot])
             self._plans.release(self._plan[slot])
