@@ -195,6 +195,11 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _new = object.__new__
 BUCKET_S = 60  # the compact index's timing-wheel bucket width
+_GROW = 1024  # slots added to the columns at a time
+_NO_IDS = array("i", [-1]) * _GROW
+_ZEROS = array("q", [0]) * _GROW
+_NONES = array("q", [_NONE]) * _GROW
+_NANS = array("d", [_NAN]) * _GROW
 #: the parts of a definition the compact index shares between triggers that agree on them
 Rest = tuple[str, DefinitionState, Target, str, Role, str, Quotas, str | None, Mapping[str, str]]
 Plan = tuple[Recurrence, Policies, TriggerSpec, Schedule]
@@ -212,20 +217,18 @@ class _Interned(Generic[K, V]):
         self.uses = array("q")
         self.free: list[int] = []
 
-    def acquire(self, key: K, value: V) -> int:
-        """The id of ``key`` (holding ``value`` if new), one use more."""
-        i = self.ids.get(key)
-        if i is None:
-            if self.free:
-                i = self.free.pop()
-                self.keys[i], self.values[i] = key, value
-            else:
-                i = len(self.values)
-                self.keys.append(key)
-                self.values.append(value)
-                self.uses.append(0)
-            self.ids[key] = i
-        self.uses[i] += 1
+    def add(self, key: K, value: V) -> int:
+        """The id of a new ``key`` holding ``value``, no use yet (callers count their uses in
+        ``uses``)."""
+        if self.free:
+            i = self.free.pop()
+            self.keys[i], self.values[i] = key, value
+        else:
+            i = len(self.values)
+            self.keys.append(key)
+            self.values.append(value)
+            self.uses.append(0)
+        self.ids[key] = i
         return i
 
     def release(self, i: int) -> None:
@@ -257,6 +260,7 @@ class CompactIndex(DueIndex):
         super().__init__(partition)
         self._bucket_s = bucket_s
         self._slots: dict[str, int] = {}
+        self._size = 0  # slots used or freed; the columns have room for more
         self._keys: list[str | None] = []
         self._payload: list[bytes] = []
         self._free: list[int] = []
@@ -427,34 +431,51 @@ class CompactIndex(DueIndex):
     def _new_slot(self, key: str) -> int:
         if self._free:
             slot = self._free.pop()
-            self._keys[slot] = key
-            return slot
-        self._keys.append(key)
-        self._payload.append(b"")
+        else:
+            slot = self._size
+            self._size += 1
+            if slot == len(self._keys):
+                self._grow()
+        self._keys[slot] = key
+        return slot
+
+    def _grow(self) -> None:
+        """Room for ``_GROW`` more slots in every column (one call per column, not per slot)."""
+        n = _GROW
+        self._keys += [None] * n
+        self._payload += [b""] * n
         for column in (self._rest, self._plan):
-            column.append(-1)
+            column.extend(_NO_IDS)
         for column in (self._version, self._authored, self._fired):
-            column.append(0)
+            column.extend(_ZEROS)
         for column in (self._next, self._last):
-            column.append(_NONE)
-        self._due.append(_NAN)
-        self._queued.append(_NAN)
-        return len(self._keys) - 1
+            column.extend(_NONES)
+        self._due.extend(_NANS)
+        self._queued.extend(_NANS)
 
     def _pack_definition(self, slot: int, key: str, entry: TriggerEntry) -> None:
         d = entry.definition
         tenant, target, author, ctype, quotas, labels = (
             d.tenant, d.target, d.author, d.content_type, d.quotas, d.labels
         )  # fmt: skip
-        rest = self._rests.acquire(
-            (id(tenant), d.state, id(target), id(author), d.role, id(ctype), id(quotas),
-             d.description, id(labels)),
-            (tenant, d.state, target, author, d.role, ctype, quotas, d.description, labels),
+        rests, plans = self._rests, self._plans
+        rest_key = (
+            id(tenant), d.state, id(target), id(author), d.role, id(ctype), id(quotas),
+            d.description, id(labels),
         )  # fmt: skip
+        rest = rests.ids.get(rest_key)
+        if rest is None:
+            rest = rests.add(
+                rest_key,
+                (tenant, d.state, target, author, d.role, ctype, quotas, d.description, labels),
+            )
+        rests.uses[rest] += 1
         recurrence, policies = d.recurrence, d.policies
-        plan = self._plans.acquire(
-            id(recurrence) << 64 | id(policies), (recurrence, policies, entry.spec, entry.schedule)
-        )  # one int, not a tuple of two: a partition holds thousands of plans
+        plan_key = id(recurrence) << 64 | id(policies)  # one int: a partition holds many plans
+        plan = plans.ids.get(plan_key)
+        if plan is None:
+            plan = plans.add(plan_key, (recurrence, policies, entry.spec, entry.schedule))
+        plans.uses[plan] += 1
         if self._rest[slot] >= 0:
             self._rests.release(self._rest[slot])
             self._plans.release(self._plan[slot])
@@ -466,10 +487,6 @@ class CompactIndex(DueIndex):
             self._odd_ids.pop(slot, None)
         else:
             self._odd_ids[slot] = d.trigger_id
-
-    def _materialised(self, slot: int, key: str) -> TriggerEntry:
-        entry = self._hot[key] = self._entry(slot, key)
-        return entry
 
     def _entry(self, slot: int, key: str) -> TriggerEntry:
         """The entry of ``slot`` built from its columns (its definition remembered in

@@ -36,6 +36,7 @@ from horae.streams.planner.index import DueIndex, make_index
 from horae.streams.planner.records import utc_datetime
 
 UNDECODABLE_STATE = "state-undecodable"
+SETTLE_EVERY = 1024  # restored entries handed back to the index's representation at a time
 
 if TYPE_CHECKING:
     from horae.streams.planner.decide import Decider
@@ -122,6 +123,7 @@ def rebuild_partition(
         if tenant_state.trigger_id == ev.TENANT_WIDE:
             index.tenants[tenant_state.tenant] = decider.restore_tenant(tenant_state, now)
     latest: dict[str, ev.TriggerDefinition] = {}  # of the triggers with an undecodable state
+    restored = 0
     for msg in reader.read(accepted_topic, partition):
         key = (msg.key() or b"").decode(errors="replace")
         planner_state = states.get(key)
@@ -140,7 +142,9 @@ def rebuild_partition(
                 decider.restore_flight(index, key, entry, planner_state)
             index.put(key, entry)
             index.pending += decider.tzdata_change(partition, entry, planner_state, now)
-            index.settle()
+            restored += 1
+            if restored % SETTLE_EVERY == 0:
+                index.settle()
     for key, (msg, why) in undecodable.items():
         found = latest.get(key)
         at = utc_datetime(now)
@@ -158,5 +162,5 @@ def rebuild_partition(
         record = quarantine(msg, UNDECODABLE_STATE, detail, at, found)
         index.pending.append(decider.router.emit(record, partition))
         index.pending.append(decider.state_output(partition, entry, now))
-        index.settle()
+    index.settle()
     return index
