@@ -89,13 +89,13 @@ class DueIndex(ABC):
     - :meth:`get` returns a trigger's entry, the same object on every call until :meth:`settle`;
       what is changed in it is the index's (a later :meth:`get` sees it). After :meth:`settle`
       the entries got before are no longer the index's: callers drop them.
-    - :meth:`put` makes ``entry`` the trigger's and indexes it at ``entry.due_ts`` (None: not
-      due). A trigger is due at ``t`` while it was last put with ``due_ts == t``, its entry still
-      says ``due_ts == t`` and it was not popped since: changing ``due_ts`` without a put leaves it
-      due at no time (a stale position is dropped when reached).
-    - :meth:`earliest_due` is the least such ``t``; :meth:`pop_due` yields, in ``(t, key)``
-      order, up to ``limit`` triggers due at or before ``until``, each once; the caller puts each
-      back (until it does, whether a popped trigger still counts as due is not specified).
+    - :meth:`put` makes ``entry`` the trigger's and, unless ``entry.due_ts`` is None, adds a
+      position ``(entry.due_ts, key)``. A position ``(t, key)`` is live while ``key`` is held and
+      its entry says ``due_ts == t``: changing ``due_ts`` without a put leaves the trigger due at
+      no new time (a stale position is dropped when reached).
+    - :meth:`earliest_due` is the ``t`` of the least live position; :meth:`pop_due` takes the
+      live positions at or before ``until`` in ``(t, key)`` order and yields their triggers, up
+      to ``limit``, each once a call; the caller puts each back.
     - :meth:`remove` forgets a trigger; ``len()`` counts the triggers held.
     - :meth:`settle` ends a batch (the planner calls it once per loop iteration and per trigger a
       rebuild restores): the representation may pack the entries away.
@@ -245,8 +245,8 @@ class CompactIndex(DueIndex):
     Per slot: the trigger's key, its payload, and in typed arrays its definition's version and
     authoring time (µs), the ids of its *rest* (tenant, state, target, author, role, content
     type, quotas, description, labels) and of its *plan* (recurrence and policies, with their
-    compiled spec and schedule), its next instant, last decided instant, fired count, due time
-    and the due time it is indexed at; a paused time, applied commands and a trigger id that is
+    compiled spec and schedule), its next instant, last decided instant, fired count and due
+    time; a paused time, applied commands and a trigger id that is
     not its key's are rare and kept in dicts by slot. The parts are interned by the identity of
     the shared value objects (:class:`~horae.streams.planner.sharing.SharedValues` makes equal
     ones the same object), each held while a slot uses it.
@@ -272,7 +272,6 @@ class CompactIndex(DueIndex):
         self._last = array("q")
         self._fired = array("q")
         self._due = array("d")
-        self._queued = array("d")  # the due time the slot is indexed at
         self._paused: dict[int, float] = {}
         self._applied: dict[int, tuple[AppliedCommand, ...]] = {}
         self._odd_ids: dict[int, str] = {}  # trigger ids that are not their key's tail
@@ -310,9 +309,7 @@ class CompactIndex(DueIndex):
         self._hot[key] = entry
         due = entry.due_ts
         if due is None:
-            self._queued[slot] = _NAN
             return
-        self._queued[slot] = due
         m = int(due // self._bucket_s)
         if m <= self._opened:
             heapq.heappush(self._near, (due, key, slot))
@@ -340,7 +337,7 @@ class CompactIndex(DueIndex):
         self._rest[slot] = self._plan[slot] = -1
         self._keys[slot] = None
         self._payload[slot] = b""
-        self._due[slot] = self._queued[slot] = _NAN
+        self._due[slot] = _NAN
         for sparse in (self._paused, self._applied, self._odd_ids):
             sparse.pop(slot, None)
         self._free.append(slot)
@@ -369,9 +366,8 @@ class CompactIndex(DueIndex):
         last = int(until // self._bucket_s)
         if self._bucket_heap and self._bucket_heap[0] <= last:
             self._open(last)
-        run, near, live, queued, keys, hot = (
-            self._run, self._near, self._live, self._queued, self._keys, self._hot
-        )  # fmt: skip
+        run, near, dues, keys, hot = self._run, self._near, self._due, self._keys, self._hot
+        popped: set[int] = set()  # a trigger put twice at one time is yielded once
         taken, at, end = 0, self._at, len(run)
         try:
             while taken < limit:
@@ -387,15 +383,18 @@ class CompactIndex(DueIndex):
                     heapq.heappop(near)
                 else:
                     return
-                if not live(slot, due):
+                key = keys[slot]  # the rest is _live, inlined
+                if key is None or slot in popped:
                     continue
-                queued[slot] = _NAN
-                key = keys[slot]
-                assert key is not None
-                taken += 1
                 entry = hot.get(key)
                 if entry is None:
+                    if dues[slot] != due:
+                        continue
                     entry = hot[key] = self._entry(slot, key)
+                elif entry.due_ts != due:
+                    continue
+                popped.add(slot)
+                taken += 1
                 yield key, entry
         finally:
             self._at = at
@@ -451,7 +450,6 @@ class CompactIndex(DueIndex):
         for column in (self._next, self._last):
             column.extend(_NONES)
         self._due.extend(_NANS)
-        self._queued.extend(_NANS)
 
     def _pack_definition(self, slot: int, key: str, entry: TriggerEntry) -> None:
         d = entry.definition
@@ -521,9 +519,8 @@ class CompactIndex(DueIndex):
 
     # --- due times ------------------------------------------------------------------------
     def _live(self, slot: int, due: float) -> bool:
-        """Whether ``slot`` is indexed at ``due`` and its entry still says so."""
-        if self._queued[slot] != due:
-            return False
+        """Whether the position ``(due, slot)`` is live: the slot's trigger (its entry if got,
+        else its column) says ``due_ts == due``; a freed slot's column says none."""
         if self._hot:
             key = self._keys[slot]
             entry = self._hot.get(key) if key is not None else None
