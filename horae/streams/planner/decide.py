@@ -70,7 +70,7 @@ from horae.streams.planner.commands import (
     CommandHandler,
     remembered,
 )
-from horae.streams.planner.index import DueIndex, Flight, TenantEntry, TriggerEntry
+from horae.streams.planner.index import INDEX, DueIndex, Flight, TenantEntry, TriggerEntry
 from horae.streams.planner.records import (
     fire_event,
     fire_outputs,
@@ -106,6 +106,11 @@ class Decider:
         self.tenant_keys: TenantKeys = tenant_keys or {}
         self.limits = limits or Limits()
         self.shared = shared or SharedValues()
+        #: a definition as an entry holds it: the objects index holds a copy of shared parts (no
+        #: signature); the compact index packs the parts, shared, into its columns at a settle
+        self.held: Callable[[ev.TriggerDefinition], ev.TriggerDefinition] = (
+            self.shared.index_copy if INDEX.kind == "objects" else _as_received
+        )
         self.router = router or Router("horae.")
         self.grants = grants or Grants()
         self.overlap_attempt_s = overlap_attempt_s
@@ -289,7 +294,7 @@ class Decider:
             last = int(now)
             spec, schedule = self.shared.compiled(d)
             entry = TriggerEntry(
-                definition=self.shared.index_copy(d),
+                definition=self.held(d),
                 spec=spec,
                 schedule=schedule,
                 last_decided=last,
@@ -315,7 +320,7 @@ class Decider:
         if was is ev.DefinitionState.LIVE:
             out += self.decide_entry(index, key, entry, now, now)  # old version first
         if d is not entry.definition:
-            entry.definition = self.shared.index_copy(d)
+            entry.definition = self.held(d)
             entry.spec, entry.schedule = self.shared.compiled(d)
         if state is not d.state:
             entry.definition = replace(entry.definition, state=state)
@@ -848,7 +853,7 @@ class Decider:
             last = int(state.last_decided.timestamp())
         spec, schedule = self.shared.compiled(d)
         entry = TriggerEntry(
-            definition=self.shared.index_copy(d), spec=spec, schedule=schedule, last_decided=last
+            definition=self.held(d), spec=spec, schedule=schedule, last_decided=last
         )
         if state is not None and state.state is not d.state:
             entry.definition = replace(entry.definition, state=state.state)  # by a command
@@ -889,6 +894,10 @@ class Decider:
             schedule_event(self.router, d, partition, kind, now, cause, tzdata=current),
             self.state_output(partition, entry, now),
         ]
+
+
+def _as_received(d: ev.TriggerDefinition) -> ev.TriggerDefinition:
+    return d
 
 
 def _instant(fire_key: str) -> int:

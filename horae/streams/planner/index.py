@@ -40,6 +40,7 @@ from horae.contracts.events import (
 from horae.domain.schedule import Schedule
 from horae.domain.trigger import TriggerSpec
 from horae.ports import Emit
+from horae.streams.planner.sharing import SharedValues
 
 
 @dataclass(slots=True, kw_only=True)
@@ -194,6 +195,7 @@ _NAN = float("nan")  # a float column's None (never equal to anything)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _new = object.__new__
+_NO_LABELS: Mapping[str, str] = {}  # packed definitions are frozen: one empty mapping serves all
 BUCKET_S = 60  # the compact index's timing-wheel bucket width
 _GROW = 1024  # slots added to the columns at a time
 _NO_IDS = array("i", [-1]) * _GROW
@@ -256,8 +258,13 @@ class CompactIndex(DueIndex):
     a heap of ``(due, key, slot)``. Entries got or popped are kept (``_hot``) until
     :meth:`settle` writes them back; a definition is decomposed again only if it was replaced."""
 
-    def __init__(self, partition: int, bucket_s: int = BUCKET_S) -> None:
+    def __init__(
+        self, partition: int, shared: SharedValues | None = None, bucket_s: int = BUCKET_S
+    ) -> None:
+        """``shared``: the planner's shared values, through which the parts of a definition
+        packed are shared (the decider's)."""
         super().__init__(partition)
+        self._shared = shared or SharedValues()
         self._bucket_s = bucket_s
         self._slots: dict[str, int] = {}
         self._size = 0  # slots used or freed; the columns have room for more
@@ -452,23 +459,24 @@ class CompactIndex(DueIndex):
         self._due.extend(_NANS)
 
     def _pack_definition(self, slot: int, key: str, entry: TriggerEntry) -> None:
-        d = entry.definition
-        tenant, target, author, ctype, quotas, labels = (
-            d.tenant, d.target, d.author, d.content_type, d.quotas, d.labels
-        )  # fmt: skip
+        d, shared = entry.definition, self._shared
+        share = shared.share
+        tenant, author, ctype, labels = d.tenant, d.author, d.content_type, d.labels
+        target, quotas = shared.target(d.target), share(d.quotas)
         rests, plans = self._rests, self._plans
         rest_key = (
-            id(tenant), d.state, id(target), id(author), d.role, id(ctype), id(quotas),
-            d.description, id(labels),
+            tenant, d.state, id(target), author, d.role, ctype, id(quotas), d.description,
+            tuple(labels.items()) if labels else (),
         )  # fmt: skip
         rest = rests.ids.get(rest_key)
         if rest is None:
             rest = rests.add(
                 rest_key,
-                (tenant, d.state, target, author, d.role, ctype, quotas, d.description, labels),
-            )
+                (tenant, d.state, target, author, d.role, ctype, quotas, d.description,
+                 labels or _NO_LABELS),
+            )  # fmt: skip
         rests.uses[rest] += 1
-        recurrence, policies = d.recurrence, d.policies
+        recurrence, policies = share(d.recurrence), share(d.policies)
         plan_key = id(recurrence) << 64 | id(policies)  # one int: a partition holds many plans
         plan = plans.ids.get(plan_key)
         if plan is None:
@@ -573,6 +581,9 @@ def set_planner_index(kind: IndexKind) -> None:
     INDEX.kind = kind
 
 
-def make_index(partition: int) -> DueIndex:
-    """A new, empty due index of ``partition`` in the representation :data:`INDEX` names."""
-    return CompactIndex(partition) if INDEX.kind == "compact" else ObjectsIndex(partition)
+def make_index(partition: int, shared: SharedValues | None = None) -> DueIndex:
+    """A new, empty due index of ``partition`` in the representation :data:`INDEX` names
+    (``shared``: the planner's shared values, see :class:`CompactIndex`)."""
+    if INDEX.kind == "compact":
+        return CompactIndex(partition, shared)
+    return ObjectsIndex(partition)

@@ -118,7 +118,7 @@ def rebuild_partition(
         key = ev.trigger_key(state.tenant, state.trigger_id)
         states[key] = state
         undecodable.pop(key, None)
-    index = make_index(partition)
+    index = make_index(partition, decider.shared)
     for tenant_state in states.values():
         if tenant_state.trigger_id == ev.TENANT_WIDE:
             index.tenants[tenant_state.tenant] = decider.restore_tenant(tenant_state, now)
