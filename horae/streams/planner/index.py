@@ -249,9 +249,11 @@ class CompactIndex(DueIndex):
     type, quotas, description, labels) and of its *plan* (recurrence and policies, with their
     compiled spec and schedule), its next instant, last decided instant, fired count and due
     time; a paused time, applied commands and a trigger id that is
-    not its key's are rare and kept in dicts by slot. The parts are interned by the identity of
-    the shared value objects (:class:`~horae.streams.planner.sharing.SharedValues` makes equal
-    ones the same object), each held while a slot uses it.
+    not its key's are rare and kept in dicts by slot. A part is interned by its strings and the
+    identity of its value objects, made the shared ones by the planner's
+    :class:`~horae.streams.planner.sharing.SharedValues` as the definition is packed (the decider
+    hands a compact index's entries the definition as received, not a shared copy); each part is
+    held while a slot uses it.
 
     Due times: a dict of 60-second buckets (arrays of slots and due times; each bucket's least
     due time kept), a heap of bucket numbers, and, for the buckets :meth:`pop_due` has reached,
