@@ -61,6 +61,7 @@ from horae.kafka.config import client_config
 from horae.ports import WallClock
 from horae.settings import get_settings
 from horae.streams.planner.clock import ensure_clock_topic
+from horae.streams.planner.index import INDEX, set_planner_index
 from horae.streams.planner.rebuild import FreezeAfterRebuild
 from horae.streams.planner.worker import Planner, PlannerConfig
 
@@ -228,10 +229,7 @@ def coldstart_and_peak(
     # The peak triggers' next instant is the earliest of all (the others fire months away); it
     # is the next midnight after their last decided one, so the phase can be run again.
     midnight = min(
-        e.due_ts
-        for index in list(planner.indexes.values())
-        for e in list(index.entries.values())
-        if e.due_ts is not None
+        due for index in list(planner.indexes.values()) if (due := index.earliest_due()) is not None
     )
     offset = midnight - 1.0 - time.time()  # one second before the peak instant
     if on_offset is not None:
@@ -261,6 +259,7 @@ def coldstart_and_peak(
         "peak_100k_s": round(peak_s, 2),
         "peak_cpu_s": round(cpu, 2),
         "peak_instant": midnight,
+        "index": INDEX.kind,
     }
 
 
@@ -385,6 +384,7 @@ def main() -> None:
     parser.add_argument("--prefix", default=f"bench{uuid.uuid4().hex[:6]}.")
     args = parser.parse_args()
     bootstrap, _ = require_services(get_settings(), need_database=False)
+    set_planner_index(get_settings().planner.index)  # HORAE_PLANNER_INDEX=objects: the old one
     n = args.rate * args.seconds
     if args.phase == "coldstart":
         print(json.dumps(coldstart_and_peak(bootstrap, args.prefix, args.triggers, args.peak)))

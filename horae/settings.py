@@ -73,6 +73,11 @@ class PlannerSettings(BaseSettings):
         description="overlap: a running fire with no outcome counts as running until its "
         "deadline plus this (the dispatchers' HORAE_DISPATCHER_DEADLINE_S)",
     )
+    index: Literal["compact", "objects"] = Field(
+        default="objects",
+        description="due index representation: compact (typed arrays, a timing wheel) or "
+        "objects (an entry object per trigger, a heap; for bisecting)",
+    )
 
 
 class DispatcherSettings(BaseSettings):

@@ -21,6 +21,7 @@ from horae.contracts.codec import set_wire_mode
 from horae.contracts.memo import set_ingest_memo
 from horae.devstack.stack import Endpoints, LocalStack
 from horae.settings import DevSettings, Settings
+from horae.streams.planner.index import set_planner_index
 from tests.integration.planner.harness import PlannerEnv
 from tests.net import free_ports
 from tests.topics import delete_topics_under
@@ -31,6 +32,7 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 set_wire_mode(Settings().codec)  # HORAE_CODEC=fastavro runs the suite on fastavro bodies
 set_ingest_memo(Settings().ingest_memo)  # HORAE_INGEST_MEMO=false: the ingest memos off
+set_planner_index(Settings().planner.index)  # HORAE_PLANNER_INDEX=objects: the objects index
 
 # The session stack's ports: free ones chosen at start unless set in the environment.
 PORT_VARIABLES = (

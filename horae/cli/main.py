@@ -24,6 +24,7 @@ from horae.contracts.codec import set_wire_mode, use_schema_registry
 from horae.contracts.memo import set_ingest_memo
 from horae.devstack import StackError
 from horae.settings import Settings, get_settings
+from horae.streams.planner.index import set_planner_index
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +46,7 @@ def configure_process(settings: Settings) -> None:
     """Hand the process-wide settings to the layers that keep them (they read no settings)."""
     set_wire_mode(settings.codec)
     set_ingest_memo(settings.ingest_memo)
+    set_planner_index(settings.planner.index)
     use_schema_registry(settings.schema_registry_url)
     failpoints.arm(settings.failpoints)
 

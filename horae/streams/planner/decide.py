@@ -70,7 +70,7 @@ from horae.streams.planner.commands import (
     CommandHandler,
     remembered,
 )
-from horae.streams.planner.index import DueIndex, Flight, TenantEntry, TriggerEntry
+from horae.streams.planner.index import INDEX, DueIndex, Flight, TenantEntry, TriggerEntry
 from horae.streams.planner.records import (
     fire_event,
     fire_outputs,
@@ -106,6 +106,11 @@ class Decider:
         self.tenant_keys: TenantKeys = tenant_keys or {}
         self.limits = limits or Limits()
         self.shared = shared or SharedValues()
+        #: a definition as an entry holds it: the objects index holds a copy of shared parts (no
+        #: signature); the compact index packs the parts, shared, into its columns at a settle
+        self.held: Callable[[ev.TriggerDefinition], ev.TriggerDefinition] = (
+            self.shared.index_copy if INDEX.kind == "objects" else _as_received
+        )
         self.router = router or Router("horae.")
         self.grants = grants or Grants()
         self.overlap_attempt_s = overlap_attempt_s
@@ -144,7 +149,7 @@ class Decider:
         if isinstance(accepted, ev.Quarantined):
             return [self.router.emit(accepted, index.partition)]
         key = ev.trigger_key(accepted.tenant, accepted.trigger_id)
-        entry = index.entries.get(key)
+        entry = index.get(key)
         if entry is not None and accepted.version <= entry.definition.version:
             detail = f"version {accepted.version} <= current {entry.definition.version}"
             stale = quarantine(msg, "stale-version", detail, utc_datetime(now), accepted)
@@ -214,7 +219,7 @@ class Decider:
             return [self.router.emit(quarantine(msg, *refused, utc_datetime(now)), index.partition)]
         if command.trigger_id == ev.TENANT_WIDE:
             return self._tenant_command(index, msg, command, now)
-        entry = index.entries.get(key)
+        entry = index.get(key)
         if entry is None or entry.definition.state is ev.DefinitionState.DELETED:
             unknown = quarantine(
                 msg, "unknown-trigger", f"no live trigger {key}", utc_datetime(now)
@@ -292,7 +297,7 @@ class Decider:
             last = int(now)
             spec, schedule = self.shared.compiled(d)
             entry = TriggerEntry(
-                definition=self.shared.index_copy(d),
+                definition=self.held(d),
                 spec=spec,
                 schedule=schedule,
                 last_decided=last,
@@ -318,7 +323,7 @@ class Decider:
         if was is ev.DefinitionState.LIVE:
             out += self.decide_entry(index, key, entry, now, now)  # old version first
         if d is not entry.definition:
-            entry.definition = self.shared.index_copy(d)
+            entry.definition = self.held(d)
             entry.spec, entry.schedule = self.shared.compiled(d)
         if state is not d.state:
             entry.definition = replace(entry.definition, state=state)
@@ -543,7 +548,7 @@ class Decider:
         key = running.get(raw)
         if key is None:
             return []
-        entry, flight = index.entries.get(key), index.flights.get(key)
+        entry, flight = index.get(key), index.flights.get(key)
         if entry is None or flight is None or (flight.running or "").encode() != raw:
             del running[raw]
             return []
@@ -851,7 +856,7 @@ class Decider:
             last = int(state.last_decided.timestamp())
         spec, schedule = self.shared.compiled(d)
         entry = TriggerEntry(
-            definition=self.shared.index_copy(d), spec=spec, schedule=schedule, last_decided=last
+            definition=self.held(d), spec=spec, schedule=schedule, last_decided=last
         )
         if state is not None and state.state is not d.state:
             entry.definition = replace(entry.definition, state=state.state)  # by a command
@@ -892,6 +897,10 @@ class Decider:
             schedule_event(self.router, d, partition, kind, now, cause, tzdata=current),
             self.state_output(partition, entry, now),
         ]
+
+
+def _as_received(d: ev.TriggerDefinition) -> ev.TriggerDefinition:
+    return d
 
 
 def _instant(fire_key: str) -> int:

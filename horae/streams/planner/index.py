@@ -1,20 +1,46 @@
-"""The due index of one owned partition: every trigger's next due time, cheapest first.
+"""The due index of one owned partition: its triggers, and which are due when.
 
-A binary heap of ``(due_ts, trigger_key)`` with lazy deletion: an entry whose trigger has a
-different ``due_ts`` (rescheduled, paused, deleted) is dropped when it surfaces. Times are epoch
-seconds (floats) to keep the per-trigger footprint small.
+One contract (:class:`DueIndex`), two representations, chosen per process by :data:`INDEX`
+(setting ``planner.index``, env ``HORAE_PLANNER_INDEX``; the planner's unit tests run both):
+
+- ``compact`` (:class:`CompactIndex`): per trigger a slot in typed arrays
+  (``array``) of its numbers, two ids of interned parts of its definition shared by the triggers
+  that agree on them, its key and payload; due times in a timing wheel of 60-second buckets
+  (arrays of slots and due times), only the buckets that came due in a heap of tuples. A
+  :class:`TriggerEntry` is built when asked for (:meth:`DueIndex.get`, :meth:`DueIndex.pop_due`)
+  and packed back at :meth:`DueIndex.settle`.
+- ``objects`` (:class:`ObjectsIndex`, the default): a dict of :class:`TriggerEntry` objects and
+  a binary heap of ``(due_ts, trigger_key)`` tuples.
+
+Both drop stale due times lazily: a trigger is due at the time it was last :meth:`put
+<DueIndex.put>` with, as long as its entry still says so. Times are epoch seconds.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from abc import ABC, abstractmethod
+from array import array
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Generic, Literal, TypeVar
 
-from horae.contracts.events import AppliedCommand, Lane, TriggerDefinition
+from horae.contracts.events import (
+    AppliedCommand,
+    DefinitionState,
+    Lane,
+    Policies,
+    Quotas,
+    Recurrence,
+    Role,
+    Target,
+    TriggerDefinition,
+)
 from horae.domain.schedule import Schedule
 from horae.domain.trigger import TriggerSpec
 from horae.ports import Emit
+from horae.streams.planner.sharing import SharedValues
 
 
 @dataclass(slots=True, kw_only=True)
@@ -56,12 +82,30 @@ class TenantEntry:
     applied: tuple[AppliedCommand, ...] = ()
 
 
-class DueIndex:
-    """Triggers of one partition, indexed by due time."""
+class DueIndex(ABC):
+    """The triggers of one partition, indexed by due time (the port both representations
+    implement; :func:`make_index` builds the one :data:`INDEX` names).
+
+    Contract:
+    - :meth:`get` returns a trigger's entry, the same object on every call until :meth:`settle`;
+      what is changed in it is the index's (a later :meth:`get` sees it). After :meth:`settle`
+      the entries got before are no longer the index's: callers drop them.
+    - :meth:`put` makes ``entry`` the trigger's and, unless ``entry.due_ts`` is None, adds a
+      position ``(entry.due_ts, key)``. A position ``(t, key)`` is live while ``key`` is held and
+      its entry says ``due_ts == t``: changing ``due_ts`` without a put leaves the trigger due at
+      no new time (a stale position is dropped when reached).
+    - :meth:`earliest_due` is the ``t`` of the least live position; :meth:`pop_due` takes the
+      live positions at or before ``until`` in ``(t, key)`` order and yields their triggers, up
+      to ``limit``, each once a call; the caller puts each back.
+    - :meth:`remove` forgets a trigger; ``len()`` counts the triggers held.
+    - :meth:`settle` ends a batch (the planner calls it once per loop iteration and per trigger a
+      rebuild restores): the representation may pack the entries away.
+
+    Beside the triggers, both hold the same plain maps: the partition's tenant entries, the fires
+    in flight and the records a rebuild owes the log."""
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
-        self.entries: dict[str, TriggerEntry] = {}
         self.tenants: dict[str, TenantEntry] = {}  # tenants with a tenant-wide command
         #: records the rebuild owes the log (an undecodable state's cause), committed next
         self.pending: list[Emit] = []
@@ -69,10 +113,42 @@ class DueIndex:
         self.flights: dict[str, Flight] = {}
         #: the running fires' keys (UTF-8, as outcome records are keyed) -> their trigger key
         self.running: dict[bytes, str] = {}
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def get(self, key: str) -> TriggerEntry | None: ...
+
+    @abstractmethod
+    def put(self, key: str, entry: TriggerEntry) -> None: ...
+
+    @abstractmethod
+    def remove(self, key: str) -> None: ...
+
+    @abstractmethod
+    def earliest_due(self) -> float | None: ...
+
+    @abstractmethod
+    def pop_due(self, until: float, limit: int) -> Iterator[tuple[str, TriggerEntry]]: ...
+
+    @abstractmethod
+    def settle(self) -> None: ...
+
+
+class ObjectsIndex(DueIndex):
+    """The ``objects`` representation: a dict of entries and a heap of ``(due_ts, key)``."""
+
+    def __init__(self, partition: int) -> None:
+        super().__init__(partition)
+        self.entries: dict[str, TriggerEntry] = {}
         self._heap: list[tuple[float, str]] = []
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    def get(self, key: str) -> TriggerEntry | None:
+        return self.entries.get(key)
 
     def put(self, key: str, entry: TriggerEntry) -> None:
         self.entries[key] = entry
@@ -83,7 +159,6 @@ class DueIndex:
         self.entries.pop(key, None)
 
     def earliest_due(self) -> float | None:
-        """The earliest live due time (drops stale heap entries on the way)."""
         heap = self._heap
         while heap:
             due, key = heap[0]
@@ -94,17 +169,423 @@ class DueIndex:
         return None
 
     def pop_due(self, until: float, limit: int) -> Iterator[tuple[str, TriggerEntry]]:
-        """Yield (and unindex) up to ``limit`` triggers due at or before ``until``. The caller
-        must :meth:`put` each back with its new due time."""
         heap = self._heap
         taken = 0
+        popped: set[str] = set()  # a trigger put twice at one time is yielded once
         while heap and taken < limit:
             due, key = heap[0]
             if due > until:
                 return
             heapq.heappop(heap)
             entry = self.entries.get(key)
-            if entry is None or entry.due_ts != due:
+            if entry is None or entry.due_ts != due or key in popped:
                 continue
+            popped.add(key)
             taken += 1
             yield key, entry
+
+    def settle(self) -> None:
+        """Nothing to pack: the entries are the representation."""
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+_NONE = -(2**63)  # an int column's None
+_NAN = float("nan")  # a float column's None (never equal to anything)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_new = object.__new__
+_NO_LABELS: Mapping[str, str] = {}  # packed definitions are frozen: one empty mapping serves all
+BUCKET_S = 60  # the compact index's timing-wheel bucket width
+_GROW = 1024  # slots added to the columns at a time
+_NO_IDS = array("i", [-1]) * _GROW
+_ZEROS = array("q", [0]) * _GROW
+_NONES = array("q", [_NONE]) * _GROW
+_NANS = array("d", [_NAN]) * _GROW
+#: the parts of a definition the compact index shares between triggers that agree on them
+Rest = tuple[str, DefinitionState, Target, str, Role, str, Quotas, str | None, Mapping[str, str]]
+Plan = tuple[Recurrence, Policies, TriggerSpec, Schedule]
+
+
+class _Interned(Generic[K, V]):
+    """Values held once per key, with the number of slots using each (freed at zero)."""
+
+    __slots__ = ("free", "ids", "keys", "uses", "values")
+
+    def __init__(self) -> None:
+        self.ids: dict[K, int] = {}
+        self.keys: list[K | None] = []
+        self.values: list[V | None] = []
+        self.uses = array("q")
+        self.free: list[int] = []
+
+    def add(self, key: K, value: V) -> int:
+        """The id of a new ``key`` holding ``value``, no use yet (callers count their uses in
+        ``uses``)."""
+        if self.free:
+            i = self.free.pop()
+            self.keys[i], self.values[i] = key, value
+        else:
+            i = len(self.values)
+            self.keys.append(key)
+            self.values.append(value)
+            self.uses.append(0)
+        self.ids[key] = i
+        return i
+
+    def release(self, i: int) -> None:
+        self.uses[i] -= 1
+        if self.uses[i] == 0:
+            del self.ids[self.keys[i]]  # type: ignore[arg-type]
+            self.keys[i] = self.values[i] = None
+            self.free.append(i)
+
+
+class CompactIndex(DueIndex):
+    """The ``compact`` representation (see the module docstring).
+
+    Per slot: the trigger's key, its payload, and in typed arrays its definition's version and
+    authoring time (µs), the ids of its *rest* (tenant, state, target, author, role, content
+    type, quotas, description, labels) and of its *plan* (recurrence and policies, with their
+    compiled spec and schedule), its next instant, last decided instant, fired count and due
+    time; a paused time, applied commands and a trigger id that is
+    not its key's are rare and kept in dicts by slot. A part is interned by its strings and the
+    identity of its value objects, made the shared ones by the planner's
+    :class:`~horae.streams.planner.sharing.SharedValues` as the definition is packed (the decider
+    hands a compact index's entries the definition as received, not a shared copy); each part is
+    held while a slot uses it.
+
+    Due times: a dict of 60-second buckets (arrays of slots and due times; each bucket's least
+    due time kept), a heap of bucket numbers, and, for the buckets :meth:`pop_due` has reached,
+    a heap of ``(due, key, slot)``. Entries got or popped are kept (``_hot``) until
+    :meth:`settle` writes them back; a definition is decomposed again only if it was replaced."""
+
+    def __init__(
+        self, partition: int, shared: SharedValues | None = None, bucket_s: int = BUCKET_S
+    ) -> None:
+        """``shared``: the planner's shared values, through which the parts of a definition
+        packed are shared (the decider's)."""
+        super().__init__(partition)
+        self._shared = shared or SharedValues()
+        self._bucket_s = bucket_s
+        self._slots: dict[str, int] = {}
+        self._size = 0  # slots used or freed; the columns have room for more
+        self._keys: list[str | None] = []
+        self._payload: list[bytes] = []
+        self._free: list[int] = []
+        self._rest = array("i")
+        self._plan = array("i")
+        self._version = array("q")
+        self._authored = array("q")  # µs since the epoch
+        self._next = array("q")
+        self._last = array("q")
+        self._fired = array("q")
+        self._due = array("d")
+        self._paused: dict[int, float] = {}
+        self._applied: dict[int, tuple[AppliedCommand, ...]] = {}
+        self._odd_ids: dict[int, str] = {}  # trigger ids that are not their key's tail
+        self._rests: _Interned[tuple[object, ...], Rest] = _Interned()
+        self._plans: _Interned[int, Plan] = _Interned()
+        self._times: dict[int, datetime] = {}  # authoring times built, by µs
+        self._hot: dict[str, TriggerEntry] = {}
+        self._made: dict[str, TriggerDefinition] = {}  # what each hot entry was built with
+        self._buckets: dict[int, tuple[array[int], array[float]]] = {}
+        self._lows: dict[int, tuple[float, int]] = {}  # each bucket's least (due, slot)
+        self._bucket_heap: list[int] = []
+        #: the positions of the buckets :meth:`pop_due` reached: sorted (``_run``, consumed from
+        #: ``_at``), and put since (``_near``, a heap)
+        self._run: list[tuple[float, str, int]] = []
+        self._at = 0
+        self._near: list[tuple[float, str, int]] = []
+        self._opened = -(2**62)  # buckets up to this one are in ``_run`` or ``_near``
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def get(self, key: str) -> TriggerEntry | None:
+        entry = self._hot.get(key)
+        if entry is None:
+            slot = self._slots.get(key)
+            if slot is None:
+                return None
+            entry = self._hot[key] = self._entry(slot, key)
+        return entry
+
+    def put(self, key: str, entry: TriggerEntry) -> None:
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._slots[key] = self._new_slot(key)
+        self._hot[key] = entry
+        due = entry.due_ts
+        if due is None:
+            return
+        m = int(due // self._bucket_s)
+        if m <= self._opened:
+            heapq.heappush(self._near, (due, key, slot))
+            return
+        bucket = self._buckets.get(m)
+        if bucket is None:
+            self._buckets[m] = (array("i", (slot,)), array("d", (due,)))
+            self._lows[m] = (due, slot)
+            heapq.heappush(self._bucket_heap, m)
+            return
+        bucket[0].append(slot)
+        bucket[1].append(due)
+        if due < self._lows[m][0]:
+            self._lows[m] = (due, slot)
+
+    def remove(self, key: str) -> None:
+        slot = self._slots.pop(key, None)
+        if slot is None:
+            return
+        self._hot.pop(key, None)
+        self._made.pop(key, None)
+        if self._rest[slot] >= 0:
+            self._rests.release(self._rest[slot])
+            self._plans.release(self._plan[slot])
+        self._rest[slot] = self._plan[slot] = -1
+        self._keys[slot] = None
+        self._payload[slot] = b""
+        self._due[slot] = _NAN
+        for sparse in (self._paused, self._applied, self._odd_ids):
+            sparse.pop(slot, None)
+        self._free.append(slot)
+
+    def earliest_due(self) -> float | None:
+        live = self._live
+        run, near = self._run, self._near
+        while self._at < len(run) and not live(run[self._at][2], run[self._at][0]):
+            self._at += 1
+        while near and not live(near[0][2], near[0][0]):
+            heapq.heappop(near)
+        if self._at < len(run):
+            return run[self._at][0] if not near or run[self._at] < near[0] else near[0][0]
+        if near:
+            return near[0][0]
+        heap = self._bucket_heap
+        while heap:
+            m = heap[0]
+            due, slot = self._lows[m]
+            if live(slot, due) or self._prune(m):
+                return self._lows[m][0]
+            heapq.heappop(heap)
+        return None
+
+    def pop_due(self, until: float, limit: int) -> Iterator[tuple[str, TriggerEntry]]:
+        last = int(until // self._bucket_s)
+        if self._bucket_heap and self._bucket_heap[0] <= last:
+            self._open(last)
+        run, near, dues, keys, hot = self._run, self._near, self._due, self._keys, self._hot
+        popped: set[int] = set()  # a trigger put twice at one time is yielded once
+        taken, at, end = 0, self._at, len(run)
+        try:
+            while taken < limit:
+                if at < end and (not near or run[at] < near[0]):
+                    due, _, slot = run[at]
+                    if due > until:
+                        return
+                    at += 1
+                elif near:
+                    due, _, slot = near[0]
+                    if due > until:
+                        return
+                    heapq.heappop(near)
+                else:
+                    return
+                key = keys[slot]  # the rest is _live, inlined
+                if key is None or slot in popped:
+                    continue
+                entry = hot.get(key)
+                if entry is None:
+                    if dues[slot] != due:
+                        continue
+                    entry = hot[key] = self._entry(slot, key)
+                elif entry.due_ts != due:
+                    continue
+                popped.add(slot)
+                taken += 1
+                yield key, entry
+        finally:
+            self._at = at
+            if at == end:  # consumed: let its tuples go
+                run.clear()
+                self._at = 0
+
+    def settle(self) -> None:
+        slots, made = self._slots, self._made
+        nxt_col, last_col, fired_col, due_col = self._next, self._last, self._fired, self._due
+        paused, applied = self._paused, self._applied
+        for key, entry in self._hot.items():
+            slot = slots[key]
+            if entry.definition is not made.get(key):
+                self._pack_definition(slot, key, entry)
+            nxt, last, due = entry.next_instant, entry.last_decided, entry.due_ts
+            nxt_col[slot] = _NONE if nxt is None else nxt
+            last_col[slot] = _NONE if last is None else last
+            due_col[slot] = _NAN if due is None else due
+            fired_col[slot] = entry.fired
+            if entry.paused_since is not None:
+                paused[slot] = entry.paused_since
+            elif paused:
+                paused.pop(slot, None)
+            if entry.applied:
+                applied[slot] = entry.applied
+            elif applied:
+                applied.pop(slot, None)
+        self._hot.clear()
+        made.clear()
+
+    # --- slots ----------------------------------------------------------------------------
+    def _new_slot(self, key: str) -> int:
+        if self._free:
+            slot = self._free.pop()
+        else:
+            slot = self._size
+            self._size += 1
+            if slot == len(self._keys):
+                self._grow()
+        self._keys[slot] = key
+        return slot
+
+    def _grow(self) -> None:
+        """Room for ``_GROW`` more slots in every column (one call per column, not per slot)."""
+        n = _GROW
+        self._keys += [None] * n
+        self._payload += [b""] * n
+        for column in (self._rest, self._plan):
+            column.extend(_NO_IDS)
+        for column in (self._version, self._authored, self._fired):
+            column.extend(_ZEROS)
+        for column in (self._next, self._last):
+            column.extend(_NONES)
+        self._due.extend(_NANS)
+
+    def _pack_definition(self, slot: int, key: str, entry: TriggerEntry) -> None:
+        d, shared = entry.definition, self._shared
+        share = shared.share
+        tenant, author, ctype, labels = d.tenant, d.author, d.content_type, d.labels
+        target, quotas = shared.target(d.target), share(d.quotas)
+        rests, plans = self._rests, self._plans
+        rest_key = (
+            tenant, d.state, id(target), author, d.role, ctype, id(quotas), d.description,
+            tuple(labels.items()) if labels else (),
+        )  # fmt: skip
+        rest = rests.ids.get(rest_key)
+        if rest is None:
+            rest = rests.add(
+                rest_key,
+                (tenant, d.state, target, author, d.role, ctype, quotas, d.description,
+                 labels or _NO_LABELS),
+            )  # fmt: skip
+        rests.uses[rest] += 1
+        recurrence, policies = share(d.recurrence), share(d.policies)
+        plan_key = id(recurrence) << 64 | id(policies)  # one int: a partition holds many plans
+        plan = plans.ids.get(plan_key)
+        if plan is None:
+            plan = plans.add(plan_key, (recurrence, policies, entry.spec, entry.schedule))
+        plans.uses[plan] += 1
+        if self._rest[slot] >= 0:
+            self._rests.release(self._rest[slot])
+            self._plans.release(self._plan[slot])
+        self._rest[slot], self._plan[slot] = rest, plan
+        self._version[slot] = d.version
+        self._authored[slot] = (d.authored_at - _EPOCH) // _MICROSECOND
+        self._payload[slot] = d.payload
+        if len(key) == len(tenant) + 1 + len(d.trigger_id) and key.endswith(d.trigger_id):
+            self._odd_ids.pop(slot, None)
+        else:
+            self._odd_ids[slot] = d.trigger_id
+
+    def _entry(self, slot: int, key: str) -> TriggerEntry:
+        """The entry of ``slot`` built from its columns (its definition remembered in
+        ``_made``). Built field by field: a keyword ``__init__`` costs four times as much, and
+        this runs once per fire."""
+        tenant, state, target, author, role, ctype, quotas, description, labels = (
+            self._rests.values[self._rest[slot]]  # type: ignore[misc]
+        )
+        recurrence, policies, spec, schedule = self._plans.values[self._plan[slot]]  # type: ignore[misc]
+        micros = self._authored[slot]
+        authored = self._times.get(micros)
+        if authored is None:
+            if len(self._times) >= 4096:
+                self._times.clear()
+            authored = self._times[micros] = _EPOCH + timedelta(microseconds=micros)
+        odd = self._odd_ids.get(slot) if self._odd_ids else None
+        d = self._made[key] = TriggerDefinition(
+            tenant, odd if odd is not None else key[len(tenant) + 1 :], self._version[slot],
+            state, recurrence, target, authored, author, role, self._payload[slot], ctype,
+            policies, quotas, description, labels, None,
+        )  # fmt: skip
+        nxt, last, due = self._next[slot], self._last[slot], self._due[slot]
+        entry: TriggerEntry = _new(TriggerEntry)
+        entry.definition, entry.spec, entry.schedule = d, spec, schedule
+        entry.next_instant = None if nxt == _NONE else nxt
+        entry.due_ts = None if due != due else due
+        entry.last_decided = None if last == _NONE else last
+        entry.paused_since = self._paused.get(slot) if self._paused else None
+        entry.applied = self._applied.get(slot, ()) if self._applied else ()
+        entry.fired = self._fired[slot]
+        return entry
+
+    # --- due times ------------------------------------------------------------------------
+    def _live(self, slot: int, due: float) -> bool:
+        """Whether the position ``(due, slot)`` is live: the slot's trigger (its entry if got,
+        else its column) says ``due_ts == due``; a freed slot's column says none."""
+        if self._hot:
+            key = self._keys[slot]
+            entry = self._hot.get(key) if key is not None else None
+            if entry is not None:
+                return entry.due_ts == due
+        return self._due[slot] == due
+
+    def _prune(self, m: int) -> bool:
+        """Drop bucket ``m``'s stale positions; False (and the bucket dropped) if none is left."""
+        slots, dues = self._buckets[m]
+        live = self._live
+        kept = [(s, d) for s, d in zip(slots, dues, strict=True) if live(s, d)]
+        if not kept:
+            del self._buckets[m], self._lows[m]
+            return False
+        self._buckets[m] = (array("i", [s for s, _ in kept]), array("d", [d for _, d in kept]))
+        self._lows[m] = min((d, s) for s, d in kept)
+        return True
+
+    def _open(self, last: int) -> None:
+        """Move every bucket up to ``last`` into the sorted run of due positions."""
+        heap, keys, live = self._bucket_heap, self._keys, self._live
+        opened = self._run[self._at :]
+        while heap and heap[0] <= last:
+            m = heapq.heappop(heap)
+            slots, dues = self._buckets.pop(m)
+            del self._lows[m]
+            opened += [(d, keys[s], s) for s, d in zip(slots, dues, strict=True) if live(s, d)]  # type: ignore[misc]
+        opened.sort()
+        self._run, self._at = opened, 0
+        self._opened = max(self._opened, last)
+
+
+IndexKind = Literal["compact", "objects"]
+
+
+class IndexChoice:
+    """Which representation :func:`make_index` builds (one per process; the planner process sets
+    it from the ``planner.index`` setting; the planner's unit tests run both)."""
+
+    def __init__(self) -> None:
+        self.kind: IndexKind = "objects"
+
+
+INDEX = IndexChoice()
+
+
+def set_planner_index(kind: IndexKind) -> None:
+    """Choose the due index representation of this process's planners (from the setting)."""
+    INDEX.kind = kind
+
+
+def make_index(partition: int, shared: SharedValues | None = None) -> DueIndex:
+    """A new, empty due index of ``partition`` in the representation :data:`INDEX` names
+    (``shared``: the planner's shared values, see :class:`CompactIndex`)."""
+    if INDEX.kind == "compact":
+        return CompactIndex(partition, shared)
+    return ObjectsIndex(partition)

@@ -32,10 +32,11 @@ from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
 from horae.contracts.quarantine import quarantine
 from horae.ports import InputRecord, PartitionReader
-from horae.streams.planner.index import DueIndex
+from horae.streams.planner.index import DueIndex, make_index
 from horae.streams.planner.records import utc_datetime
 
 UNDECODABLE_STATE = "state-undecodable"
+SETTLE_EVERY = 1024  # restored entries handed back to the index's representation at a time
 
 if TYPE_CHECKING:
     from horae.streams.planner.decide import Decider
@@ -117,11 +118,12 @@ def rebuild_partition(
         key = ev.trigger_key(state.tenant, state.trigger_id)
         states[key] = state
         undecodable.pop(key, None)
-    index = DueIndex(partition)
+    index = make_index(partition, decider.shared)
     for tenant_state in states.values():
         if tenant_state.trigger_id == ev.TENANT_WIDE:
             index.tenants[tenant_state.tenant] = decider.restore_tenant(tenant_state, now)
     latest: dict[str, ev.TriggerDefinition] = {}  # of the triggers with an undecodable state
+    restored = 0
     for msg in reader.read(accepted_topic, partition):
         key = (msg.key() or b"").decode(errors="replace")
         planner_state = states.get(key)
@@ -140,6 +142,9 @@ def rebuild_partition(
                 decider.restore_flight(index, key, entry, planner_state)
             index.put(key, entry)
             index.pending += decider.tzdata_change(partition, entry, planner_state, now)
+            restored += 1
+            if restored % SETTLE_EVERY == 0:
+                index.settle()
     for key, (msg, why) in undecodable.items():
         found = latest.get(key)
         at = utc_datetime(now)
@@ -157,4 +162,5 @@ def rebuild_partition(
         record = quarantine(msg, UNDECODABLE_STATE, detail, at, found)
         index.pending.append(decider.router.emit(record, partition))
         index.pending.append(decider.state_output(partition, entry, now))
+    index.settle()
     return index

@@ -266,6 +266,7 @@ class Planner:
             outputs.extend(
                 self.decider.decide_due(index, decide_until, now, self.config.batch_limit)
             )
+            index.settle()  # the iteration's entries go back into the index's representation
         if outputs or self._owes_commit(records):
             self._commit(outputs, now)
         earliest = [d for i in self.indexes.values() if (d := i.earliest_due()) is not None]

@@ -22,7 +22,7 @@ from horae.streams.dispatcher.conclude import Sent, conclude
 from horae.streams.dispatcher.records import OrderHeaders
 from horae.streams.planner.commands import SUSPENDED
 from horae.streams.planner.decide import Decider
-from horae.streams.planner.index import DueIndex
+from horae.streams.planner.index import DueIndex, TriggerEntry, make_index
 from horae.streams.planner.records import STATE_OF_CAUSE
 from tests.unit.dispatcher.builders import fire_record
 from tests.unit.planner.builders import definition
@@ -55,14 +55,14 @@ def name(value: StrEnum) -> str:
 def produced_by_the_planner() -> tuple[set[str], set[tuple[ev.FireState, str | None]]]:
     """An hourly trigger with a 6 h horizon decided after a 10 h outage, then paused for 20 h and
     resumed: every state and cause the planner's misfire path writes, and its summary events."""
-    decider, index = Decider(), DueIndex(0)
+    decider, index = Decider(), make_index(0)
     d = definition("hourly", "0 * * * *", policies=ev.Policies(horizon_s=6 * 3600))
     outputs: list[Emit] = list(decider.apply_definition(index, KEY, None, d, T0 + 10))
     outputs += decider.decide_due(index, T0 + 10 * 3600 + 1, T0 + 10 * 3600 + 1, 1000)
     paused = replace(d, version=2, state=ev.DefinitionState.PAUSED)
-    outputs += decider.apply_definition(index, KEY, index.entries[KEY], paused, T0 + 36_005)
+    outputs += decider.apply_definition(index, KEY, _held(index), paused, T0 + 36_005)
     live = replace(d, version=3, state=ev.DefinitionState.LIVE)
-    outputs += decider.apply_definition(index, KEY, index.entries[KEY], live, T0 + 30 * 3600 + 9)
+    outputs += decider.apply_definition(index, KEY, _held(index), live, T0 + 30 * 3600 + 9)
     events = {o.event.type for o in outputs if isinstance(o.event, ev.ScheduleEvent)}
     fires = {(o.event.state, o.event.cause) for o in outputs if isinstance(o.event, ev.FireRecord)}
     return events, fires
@@ -124,3 +124,9 @@ def test_the_contracts_table_names_every_value() -> None:
     for value in RESERVED:
         row = next(line for line in doc.splitlines() if line.startswith(f"| `{value}`"))
         assert "reserved" in row
+
+
+def _held(index: DueIndex) -> TriggerEntry:
+    entry = index.get(KEY)
+    assert entry is not None
+    return entry

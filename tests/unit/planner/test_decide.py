@@ -7,7 +7,7 @@ from dataclasses import replace
 from horae.contracts import events as ev
 from horae.ports import Emit
 from horae.streams.planner.decide import Decider
-from horae.streams.planner.index import DueIndex
+from horae.streams.planner.index import DueIndex, TriggerEntry, make_index
 from tests.unit.planner.builders import definition
 
 T0 = 1_800_000_000 - 1_800_000_000 % 3600  # an hour boundary
@@ -23,14 +23,16 @@ def _events(outputs: list[Emit]) -> list[str]:
 
 
 def _setup(expr: str = "0 * * * *") -> tuple[Decider, DueIndex, ev.TriggerDefinition]:
-    decider, index = Decider(), DueIndex(0)
+    decider, index = Decider(), make_index(0)
     d = definition("hourly", expr)
     decider.apply_definition(index, KEY, None, d, T0 + 10)
     return decider, index, d
 
 
 def _tick(decider: Decider, index: DueIndex, now: float) -> list[Emit]:
-    return decider.decide_due(index, now, now, 1000)
+    out = decider.decide_due(index, now, now, 1000)
+    index.settle()  # as the planner does after each iteration
+    return out
 
 
 def test_each_hour_fires_once_on_time_and_the_version_is_recorded() -> None:
@@ -50,7 +52,7 @@ def test_amendment_takes_effect_for_later_instants() -> None:
     decider, index, d = _setup()
     _tick(decider, index, T0 + 3600.1)
     v2 = replace(d, version=2, recurrence=replace(d.recurrence, expr="30 * * * *"))
-    decider.apply_definition(index, KEY, index.entries[KEY], v2, T0 + 3700)
+    decider.apply_definition(index, KEY, _held(index), v2, T0 + 3700)
     fires = _fires(_tick(decider, index, T0 + 5400.1)) + _fires(_tick(decider, index, T0 + 9000.1))
     assert [(int(f.scheduled_at.timestamp()), f.trigger_version, f.state) for f in fires] == [
         (T0 + 5400, 2, ev.FireState.FIRED),
@@ -61,12 +63,12 @@ def test_amendment_takes_effect_for_later_instants() -> None:
 def test_pause_is_one_record_and_resume_applies_the_misfire_policy() -> None:
     decider, index, d = _setup()
     paused = replace(d, version=2, state=ev.DefinitionState.PAUSED)
-    out = decider.apply_definition(index, KEY, index.entries[KEY], paused, T0 + 100)
+    out = decider.apply_definition(index, KEY, _held(index), paused, T0 + 100)
     assert _events(out) == ["schedule.paused"]
     silent = [_tick(decider, index, T0 + h * 3600 + 1) for h in range(1, 10)]
     assert all(o == [] for o in silent), "nothing decided while paused"
     live = replace(d, version=3, state=ev.DefinitionState.LIVE)
-    out = decider.apply_definition(index, KEY, index.entries[KEY], live, T0 + 9 * 3600 + 600)
+    out = decider.apply_definition(index, KEY, _held(index), live, T0 + 9 * 3600 + 600)
     fires = [f for f in _fires(out) if f.state is ev.FireState.FIRED]
     assert [int(f.scheduled_at.timestamp()) for f in fires] == [T0 + 9 * 3600]  # fire_once
     assert fires[0].lane is ev.Lane.CATCH_UP
@@ -78,10 +80,10 @@ def test_pause_is_one_record_and_resume_applies_the_misfire_policy() -> None:
 def test_deleted_then_recreated_starts_afresh() -> None:
     decider, index, d = _setup()
     gone = replace(d, version=2, state=ev.DefinitionState.DELETED)
-    decider.apply_definition(index, KEY, index.entries[KEY], gone, T0 + 100)
+    decider.apply_definition(index, KEY, _held(index), gone, T0 + 100)
     assert _tick(decider, index, T0 + 5 * 3600 + 1) == []
     again = replace(d, version=3)
-    out = decider.apply_definition(index, KEY, index.entries[KEY], again, T0 + 5 * 3600 + 10)
+    out = decider.apply_definition(index, KEY, _held(index), again, T0 + 5 * 3600 + 10)
     assert _fires(out) == [], "no late fire for the time it did not exist"
     fires = _fires(_tick(decider, index, T0 + 6 * 3600 + 1))
     assert [int(f.scheduled_at.timestamp()) for f in fires] == [T0 + 6 * 3600]
@@ -99,3 +101,9 @@ def test_index_copies_equal_the_definition_without_signature_and_share_value_obj
     assert held_one.recurrence is held_two.recurrence  # equal, so held once
     assert held_one.policies is held_two.policies
     assert index_copy(held_one) == held_one
+
+
+def _held(index: DueIndex) -> TriggerEntry:
+    entry = index.get(KEY)
+    assert entry is not None
+    return entry
