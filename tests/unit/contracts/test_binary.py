@@ -8,7 +8,7 @@ import io
 import types
 import typing
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -29,16 +29,9 @@ from horae.contracts.codec import (
     set_wire_mode,
 )
 from tests.unit.contracts.samples import all_samples
+from tests.unit.contracts.strategies import INSTANT, LONG
 
 CURRENT = CurrentSchemas.load()
-LONG = st.integers(-(2**63), 2**63 - 1)
-INSTANT = st.datetimes(
-    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
-) | st.builds(
-    lambda d, h: d.replace(tzinfo=timezone(timedelta(hours=h))),
-    st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2200, 1, 1)),
-    st.integers(-12, 12),
-)
 
 
 def strategy(tp: Any) -> st.SearchStrategy[Any]:

@@ -8,7 +8,7 @@ import math
 import types
 import typing
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -25,16 +25,9 @@ from horae.contracts.codec import CurrentSchemas
 from horae.contracts.jsonform import canonical
 from horae.contracts.memo import INGEST_MEMO
 from tests.unit.contracts.samples import all_samples
+from tests.unit.contracts.strategies import INSTANT, LONG
 
 CURRENT = CurrentSchemas.load()
-LONG = st.integers(-(2**63), 2**63 - 1)
-INSTANT = st.datetimes(
-    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
-) | st.builds(
-    lambda d, h: d.replace(tzinfo=timezone(timedelta(hours=h))),
-    st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2200, 1, 1)),
-    st.integers(-12, 12),
-)
 #: values of other types than declared, which the dataclasses do not refuse
 ODD: dict[Any, st.SearchStrategy[Any]] = {
     float: st.integers(-(2**60), 2**60) | st.sampled_from([math.nan, math.inf, -math.inf, -0.0]),
