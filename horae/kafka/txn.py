@@ -12,14 +12,21 @@ Errors, following librdkafka's transactions example (docs/local-stack.md, transa
   committed offset (an abort does not rewind the consumer) and let the caller rebuild its state;
 - retriable on commit: retry the commit;
 - fatal (fenced) or ambiguous (timeout on commit/offsets): destroy the producer, create a new one
-  (``init_transactions`` fences and aborts what the old one left open) and rewind as above.
+  (``init_transactions`` fences and aborts what the old one left open) and rewind as above;
+- a call that never returns (librdkafka's ``send_offsets_to_transaction`` does not check its
+  timeout while the group coordinator is unreachable, so a broker outage in the middle of it
+  blocks it for good): :class:`HangWatch` ends the process for its supervisor to restart.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import logging
+import os
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from confluent_kafka import (
@@ -43,6 +50,12 @@ COMMIT_TIMEOUT_S = 30.0
 #: about this long
 HEARTBEAT_MS = 500
 LEAVE_TIMEOUT_S = 2.0
+#: a transaction call still blocked this long after it began is hung (every call is given
+#: ``COMMIT_TIMEOUT_S``; a transaction open past ``transaction.timeout.ms``, 60 s, is aborted by
+#: the broker anyway)
+HANG_DEADLINE_S = COMMIT_TIMEOUT_S + 10
+#: the exit status of a process ended by :class:`HangWatch` (``EX_SOFTWARE``)
+EXIT_HUNG = 70
 
 
 def leave_group(consumer: Consumer, timeout_s: float = LEAVE_TIMEOUT_S) -> None:
@@ -104,9 +117,75 @@ def member_configs(
     return consumer, producer
 
 
+def exit_hung(call: str, blocked_s: float) -> None:
+    """End the process at once: log why, dump every thread's stack to stderr, exit ``EXIT_HUNG``
+    (no clean-up: a clean-up would call into the same blocked client)."""
+    log.critical("%s blocked for %.0f s: exiting (%d) to be restarted", call, blocked_s, EXIT_HUNG)
+    faulthandler.dump_traceback(all_threads=True)
+    os._exit(EXIT_HUNG)
+
+
+class HangWatch:
+    """Ends the process when one transaction call outlives ``deadline_s``.
+
+    librdkafka's ``send_offsets_to_transaction`` does not check its own timeout while the group
+    coordinator is unreachable (librdkafka issue 5456) and, after a broker outage, may never send
+    its request again: the call blocks for good, the transaction stays open and the consumer is
+    no longer polled, so the group fences the member. Nothing in the process can cancel a blocked
+    C call. So a daemon thread checks the call in progress about once a second and, once it is
+    overdue, calls ``on_hang(call, blocked_s)`` (by default :func:`exit_hung`). The supervisor
+    restarts the process; its successor's ``init_transactions`` fences the transactional id and
+    aborts the open transaction: nothing is lost or decided twice.
+
+    :meth:`call` costs two attribute writes; the thread starts with the first call.
+    """
+
+    def __init__(
+        self,
+        deadline_s: float = HANG_DEADLINE_S,
+        on_hang: Callable[[str, float], None] = exit_hung,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.deadline_s = deadline_s
+        self._on_hang = on_hang
+        self._clock = clock
+        self._current: tuple[str, float] | None = None
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def call(self, name: str) -> Iterator[None]:
+        """Watch the blocking call made inside the ``with`` block."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._watch, name="hang-watch", daemon=True)
+            self._thread.start()
+        self._current = (name, self._clock())
+        try:
+            yield
+        finally:
+            self._current = None
+
+    def overdue(self, now: float) -> tuple[str, float] | None:
+        """The call in progress and how long it has blocked, when that is past the deadline."""
+        current = self._current
+        if current is None or now - current[1] < self.deadline_s:
+            return None
+        return current[0], now - current[1]
+
+    def _watch(self) -> None:
+        period = min(1.0, self.deadline_s / 4)
+        while True:
+            time.sleep(period)
+            if (hung := self.overdue(self._clock())) is not None:
+                self._on_hang(*hung)
+                return
+
+
 __all__ = [
     "COMMIT_TIMEOUT_S",
+    "EXIT_HUNG",
+    "HANG_DEADLINE_S",
     "GroupMember",
+    "HangWatch",
     "TransactionFailed",
     "TransactionalProcessor",
     "leave_group",
@@ -147,8 +226,10 @@ class TransactionalProcessor:
         consumer: GroupMember,
         producer_config: dict[str, Any],
         on_rewind: Callable[[], None] = lambda: None,
+        watch: HangWatch | None = None,
     ) -> None:
         self.consumer = consumer
+        self.watch = watch or HangWatch()
         self._producer_config = dict(producer_config)
         self._producer_config.setdefault("enable.idempotence", True)
         self._producer_config.setdefault("partitioner", "murmur2_random")
@@ -161,7 +242,8 @@ class TransactionalProcessor:
 
     def _new_producer(self) -> Producer:
         producer = Producer(self._producer_config)
-        producer.init_transactions(COMMIT_TIMEOUT_S)
+        with self.watch.call("init_transactions"):
+            producer.init_transactions(COMMIT_TIMEOUT_S)
         return producer
 
     def close(self) -> None:
@@ -245,10 +327,12 @@ class TransactionalProcessor:
             for rec in records:
                 self._produce(rec)
             if offsets:
-                self.producer.send_offsets_to_transaction(
-                    offsets, self.consumer.consumer_group_metadata(), COMMIT_TIMEOUT_S
-                )
-            self.producer.flush(COMMIT_TIMEOUT_S)
+                with self.watch.call("send_offsets_to_transaction"):
+                    self.producer.send_offsets_to_transaction(
+                        offsets, self.consumer.consumer_group_metadata(), COMMIT_TIMEOUT_S
+                    )
+            with self.watch.call("flush"):
+                self.producer.flush(COMMIT_TIMEOUT_S)
             failpoint("before_commit")
             self._commit_with_retries()
             failpoint("after_commit")
@@ -271,16 +355,17 @@ class TransactionalProcessor:
                 self.producer.poll(0.1)
 
     def _commit_with_retries(self) -> None:
-        for _ in range(5):
+        for attempt in range(6):
             try:
-                self.producer.commit_transaction(COMMIT_TIMEOUT_S)
+                with self.watch.call("commit_transaction"):
+                    self.producer.commit_transaction(COMMIT_TIMEOUT_S)
                 return
             except KafkaException as exc:
                 err = _kafka_error(exc)
-                if err is not None and err.retriable() and not err.txn_requires_abort():
+                retriable = err is not None and err.retriable() and not err.txn_requires_abort()
+                if retriable and attempt < 5:
                     continue
                 raise
-        self.producer.commit_transaction(COMMIT_TIMEOUT_S)
 
     def _recover(self, exc: KafkaException) -> None:
         err = _kafka_error(exc)
@@ -288,7 +373,8 @@ class TransactionalProcessor:
         abortable = err is not None and err.txn_requires_abort() and not err.fatal()
         if abortable:
             try:
-                self.producer.abort_transaction(COMMIT_TIMEOUT_S)
+                with self.watch.call("abort_transaction"):
+                    self.producer.abort_transaction(COMMIT_TIMEOUT_S)
             except KafkaException:
                 abortable = False
         if not abortable:

@@ -8,6 +8,9 @@ through untouched.
 :meth:`KafkaProxy.cut_next_commit` arms it: the next ``EndTxn`` request with ``committed = true``
 is forwarded to the broker, the broker's answer is read and dropped, and both connections are
 closed — the commit reached the broker, its answer never reached the client.
+
+:meth:`KafkaProxy.go_down` plays the broker's death as its clients see it: every connection is
+cut and new ones are closed as soon as they are accepted, until :meth:`KafkaProxy.come_back`.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class KafkaProxy:
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._closed = False
+        self._down = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -70,12 +74,25 @@ class KafkaProxy:
         self.cut.clear()
         self._armed.set()
 
+    def go_down(self) -> None:
+        """Cut every connection and refuse new ones (accepted, then closed at once)."""
+        self._down.set()
+        with self._lock:
+            self._close(*self._sockets)
+            self._sockets.clear()
+
+    def come_back(self) -> None:
+        self._down.clear()
+
     def _accept(self) -> None:
         while not self._closed:
             try:
                 client, _ = self.server.accept()
             except OSError:
                 return
+            if self._down.is_set():
+                self._close(client)
+                continue
             try:
                 upstream = socket.create_connection(self.upstream, timeout=10)
             except OSError:
