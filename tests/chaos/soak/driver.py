@@ -53,6 +53,7 @@ PREFIX = "soak."
 PARTITIONS = 6
 SCHEMA = "horae"
 SHADOW = "horae_soak_shadow"
+DRAIN_WINDOW_S = 6.0  # the checker measures a drain by the instants due within 5 s after it
 
 
 @dataclass(frozen=True)
@@ -322,6 +323,7 @@ class Soak:
             self.supervise()
             self._idle(15)  # its start and join settled: the next drain is measured alone
             self.drain(extra)
+        self._idle(DRAIN_WINDOW_S)  # no other action inside the window a drain is measured in
 
     def _idle(self, seconds: float) -> None:
         end = time.monotonic() + seconds
