@@ -8,6 +8,9 @@ produces two signed demo triggers firing every 5 seconds: one with an event targ
 ``<prefix>events.demo``, the only one its client reads) and one with a webhook target, delivered
 by the dispatcher to a local receiver that checks the signature (allowlisted: loopback is otherwise
 refused).
+It supervises them as a deployment's supervisor would: a planner, projector or dispatcher that
+exits (e.g. status 70, a transaction call that hung: docs/guarantees.md) is started again, unless
+it exited ``MAX_RESTARTS`` times within a minute; the API is left stopped.
 Ctrl-C stops the processes (the stack keeps running: ``horae dev down`` stops it).
 """
 
@@ -41,6 +44,7 @@ from horae.settings import IngressKey, Settings
 
 TENANT = "demo"
 KEY_ID = "demo-1"
+MAX_RESTARTS = 5  # within a minute, per process; one more exit stops the demo
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,12 +76,13 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     known = _subcommands()
     names = [n for n in ("planner", "projector", "dispatcher", "api") if n in known]
     principals = _principals(settings, bootstrap)
-    children = {
-        name: subprocess.Popen(
-            [sys.executable, "-m", "horae.cli.main", name], env=env | principals.get(name, {})
-        )
-        for name in names
-    }
+
+    def start(name: str) -> subprocess.Popen[bytes]:
+        command = [sys.executable, "-m", "horae.cli.main", name]
+        return subprocess.Popen(command, env=env | principals.get(name, {}))
+
+    children = {name: start(name) for name in names}
+    restarts: dict[str, list[float]] = {name: [] for name in names}
     print(f"demo: started {', '.join(names)} against {bootstrap}")
     if principals:
         print(f"demo: each runs as its own Kafka user ({', '.join(sorted(principals))})")
@@ -149,7 +154,13 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                     if name == "api":  # e.g. its port is taken: the fires go on without it
                         del children[name]
                         continue
-                    stop = True
+                    now = time.monotonic()
+                    restarts[name] = [t for t in restarts[name] if now - t < 60] + [now]
+                    if len(restarts[name]) > MAX_RESTARTS:
+                        stop = True
+                        continue
+                    children[name] = start(name)
+                    print(f"demo: {name} started again", file=sys.stderr, flush=True)
     finally:
         client.close()
         receiver.stop()
