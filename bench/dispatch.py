@@ -43,7 +43,7 @@ from aiohttp import web
 from confluent_kafka import Producer
 
 from horae.contracts import events as ev
-from horae.contracts.admin import Plan, admin_client, apply
+from horae.contracts.admin import Plan, admin_client, apply, delete_under
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, fire_partition, topic_name
 from horae.domain.keys import FireKey
@@ -223,6 +223,15 @@ def throughput(
     bootstrap: str, port: int, fires: int, profile: bool, procs: int = 1
 ) -> dict[str, float]:
     prefix = f"bench{uuid.uuid4().hex[:8]}."
+    try:
+        return _throughput(bootstrap, port, fires, profile, procs, prefix)
+    finally:
+        delete_under(bootstrap, prefix)
+
+
+def _throughput(
+    bootstrap: str, port: int, fires: int, profile: bool, procs: int, prefix: str
+) -> dict[str, float]:
     topics(bootstrap, prefix)
     lanes = Lanes(bootstrap, prefix)
     url = f"http://127.0.0.1:{port}/hook"
@@ -255,6 +264,15 @@ def lateness(
     bootstrap: str, port: int, rate: int, seconds: float, procs: int = 1
 ) -> dict[str, float]:
     prefix = f"bench{uuid.uuid4().hex[:8]}."
+    try:
+        return _lateness(bootstrap, port, rate, seconds, procs, prefix)
+    finally:
+        delete_under(bootstrap, prefix)
+
+
+def _lateness(
+    bootstrap: str, port: int, rate: int, seconds: float, procs: int, prefix: str
+) -> dict[str, float]:
     topics(bootstrap, prefix)
     lanes = Lanes(bootstrap, prefix)
     url = f"http://127.0.0.1:{port}/hook"

@@ -54,7 +54,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from horae.cli.common import require_services
 from horae.contracts import events as ev
 from horae.contracts import signing
-from horae.contracts.admin import Plan, admin_client, apply
+from horae.contracts.admin import Plan, admin_client, apply, delete_under
 from horae.contracts.codec import decode, encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
 from horae.kafka.config import client_config
@@ -381,9 +381,22 @@ def main() -> None:
     )
     parser.add_argument("--rate", type=int, default=1000, help="steady: instants due per second")
     parser.add_argument("--seconds", type=int, default=60, help="steady: for how long")
-    parser.add_argument("--prefix", default=f"bench{uuid.uuid4().hex[:6]}.")
+    parser.add_argument(
+        "--prefix",
+        help="topic prefix; unset: a new one, deleted at the end (kept with --phase load)",
+    )
     args = parser.parse_args()
     bootstrap, _ = require_services(get_settings(), need_database=False)
+    throwaway = args.prefix is None and args.phase in ("all", "steady")
+    args.prefix = args.prefix or f"bench{uuid.uuid4().hex[:6]}."
+    try:
+        bench(parser, args, bootstrap)
+    finally:
+        if throwaway:
+            delete_under(bootstrap, args.prefix)
+
+
+def bench(parser: argparse.ArgumentParser, args: argparse.Namespace, bootstrap: str) -> None:
     set_planner_index(get_settings().planner.index)  # HORAE_PLANNER_INDEX=objects: the old one
     n = args.rate * args.seconds
     if args.phase == "coldstart":

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from horae.contracts.admin import delete_under
 from horae.contracts.codec import set_wire_mode
 from horae.contracts.memo import set_ingest_memo
 from horae.devstack.stack import Endpoints, LocalStack
@@ -24,7 +25,6 @@ from horae.settings import DevSettings, Settings
 from horae.streams.planner.index import set_planner_index
 from tests.integration.planner.harness import PlannerEnv
 from tests.net import free_ports
-from tests.topics import delete_topics_under
 
 # ``./scripts/test`` (and so CI) runs the property tests derandomized: the same examples every run,
 # so a submission's verdict does not depend on luck; plain ``pytest`` keeps exploring.
@@ -123,7 +123,7 @@ def topic_prefix(kafka_bootstrap: str, unique: str) -> Iterator[str]:
     test ends, passed or failed."""
     prefix = f"t{unique}."
     yield prefix
-    delete_topics_under(kafka_bootstrap, prefix)
+    delete_under(kafka_bootstrap, prefix)
 
 
 @pytest.fixture

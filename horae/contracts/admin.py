@@ -7,7 +7,8 @@ reported as drift for a human to handle. A second ``apply`` changes nothing.
 
 Per-tenant topics (the events topics) are planned for every tenant the plan names (the tenants
 of ``Settings.tenant_keys``); :class:`TenantTopics` creates a tenant's topics on demand (the
-planner, on a tenant's first accepted definition).
+planner, on a tenant's first accepted definition). :func:`delete_under` removes every topic of a
+throwaway prefix (tests and benchmarks clean up with it).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported names
     AdminClient,
     AlterConfigOpType,
@@ -32,6 +33,8 @@ from horae.contracts.topics import CATALOGUE, TopicSpec, desired_config, tenant_
 from horae.kafka.config import client_config
 
 TIMEOUT_S = 30.0
+#: a prefix shorter than this cannot be a throwaway one: :func:`delete_under` refuses it
+MIN_PREFIX_LENGTH = 8
 
 
 @dataclass(frozen=True)
@@ -272,3 +275,27 @@ class TenantTopics:
             if time.monotonic() >= deadline:
                 return f"topics {', '.join(waiting)} have no leader after {self.timeout_s:.0f} s"
             time.sleep(0.1)
+
+
+def topics_under(admin: AdminClient, prefix: str) -> list[str]:
+    """Names of the topics that start with ``prefix``."""
+    return sorted(n for n in admin.list_topics(timeout=TIMEOUT_S).topics if n.startswith(prefix))
+
+
+def delete_under(bootstrap: str, prefix: str) -> list[str]:
+    """Delete every topic whose name starts with ``prefix`` and wait until the broker confirms;
+    return their names. A topic already gone is fine; any other failure raises; a prefix shorter
+    than ``MIN_PREFIX_LENGTH`` is refused (``ValueError``) rather than delete a shared topic."""
+    if len(prefix) < MIN_PREFIX_LENGTH:
+        raise ValueError(f"refusing to delete topics under the short prefix {prefix!r}")
+    admin = AdminClient(client_config(bootstrap, {"log_level": 3}))
+    names = topics_under(admin, prefix)
+    if not names:
+        return []
+    for future in admin.delete_topics(names, operation_timeout=TIMEOUT_S).values():
+        try:
+            future.result(timeout=2 * TIMEOUT_S)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+    return names

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from horae.contracts.admin import delete_under
 from horae.devstack.stack import Endpoints
-from tests.topics import delete_topics_under
 
 
 @pytest.fixture(scope="module")
@@ -18,4 +18,4 @@ def module_prefix(stack: Endpoints) -> Iterator[str]:
     under it is deleted when the module ends."""
     prefix = f"t{uuid.uuid4().hex[:10]}."
     yield prefix
-    delete_topics_under(stack.kafka_bootstrap, prefix)
+    delete_under(stack.kafka_bootstrap, prefix)
