@@ -229,9 +229,32 @@ class AddressPolicy:
     async def check(self, url: str | URL) -> CheckedTarget:
         """Parse, resolve and judge ``url``; see the module docstring for the contract."""
         parsed, host, port, literal = parse_target(url)
+        addresses = (literal,) if literal is not None else await self._resolve(host, port)
+        return self._judge(parsed, host, port, literal, addresses)
+
+    def check_now(self, url: str | URL) -> CheckedTarget | None:
+        """:meth:`check` without waiting: the same judgement when ``url``'s host is an IP
+        literal or its answer is cached; None when it needs a lookup (then :meth:`check`)."""
+        parsed, host, port, literal = parse_target(url)
+        if literal is not None:
+            return self._judge(parsed, host, port, literal, (literal,))
+        if self._ttl <= 0:
+            return None
+        hit = self._cache.get((host, port))
+        if hit is None or hit[0] <= self._monotonic():
+            return None
+        return self._judge(parsed, host, port, literal, hit[1])
+
+    def _judge(
+        self,
+        parsed: URL,
+        host: str,
+        port: int,
+        literal: IPAddress | None,
+        addresses: tuple[IPAddress, ...],
+    ) -> CheckedTarget:
         # RFC 6761: "localhost" names this machine whatever a resolver says about it.
         local_name = host == "localhost" or host.endswith(".localhost")
-        addresses = (literal,) if literal is not None else await self._resolve(host, port)
         for addr in addresses:
             reason = "loopback_name" if local_name else non_public_reason(addr)
             if reason is not None and not self._allowed(host, port, addr):
