@@ -220,11 +220,22 @@ class AddressPolicy:
         self._cache_size = cache_size
         self._monotonic = monotonic
         self._cache: dict[tuple[str, int], tuple[float, tuple[IPAddress, ...]]] = {}
+        self._allowed_memo: dict[tuple[str, int, IPAddress], bool] = {}
 
     def _allowed(self, host: str, port: int, addr: IPAddress) -> bool:
-        if (host, port) in self._host_ports or (str(addr), port) in self._host_ports:
-            return True
-        return any(addr.version == n.version and addr in n for n in self._nets)
+        """Whether the allowlist lets ``addr`` through for ``host:port`` (remembered: the
+        allowlist never changes)."""
+        key = (host, port, addr)
+        known = self._allowed_memo.get(key)
+        if known is None:
+            if len(self._allowed_memo) >= self._cache_size:
+                self._allowed_memo.clear()
+            known = self._allowed_memo[key] = (
+                (host, port) in self._host_ports
+                or (str(addr), port) in self._host_ports
+                or any(addr.version == n.version and addr in n for n in self._nets)
+            )
+        return known
 
     async def check(self, url: str | URL) -> CheckedTarget:
         """Parse, resolve and judge ``url``; see the module docstring for the contract."""
