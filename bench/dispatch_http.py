@@ -1,5 +1,7 @@
 """Bench: signed POSTs per second through the full sender (address policy + signing + bounded
 read) against a local aiohttp target running in a subprocess (its own CPU), at concurrency 64.
+``--client`` picks the sender: ``lean`` (the dispatcher's default,
+:class:`~horae.outbound.lean_http.LeanHttpSender`) or ``aiohttp``.
 
 For scale, the same run measures raw aiohttp (one session, pre-built headers, no policy, no
 signing) against the same target, alternating short windows of each (the machine's load drifts;
@@ -8,7 +10,7 @@ reported too: on a shared machine it moves less than POSTs/s. The last line prin
 ``{"posts_per_s": ..., "concurrency": 64, "raw_aiohttp_posts_per_s": ..., ...}``.
 
     .venv/bin/python bench/dispatch_http.py [--seconds 10] [--rounds 5] [--concurrency 64]
-        [--loop uvloop|asyncio]
+        [--loop uvloop|asyncio] [--client lean|aiohttp]
 """
 
 from __future__ import annotations
@@ -29,13 +31,12 @@ from aiohttp import web
 
 from horae.outbound import (
     AddressPolicy,
-    HttpSender,
     SenderConfig,
     SendResult,
     SigningKeys,
     attempt_headers,
 )
-from horae.streams.dispatcher.worker import loop_factory
+from horae.streams.dispatcher.worker import loop_factory, make_sender
 
 SECRET = "whsec_" + base64.b64encode(b"bench-secret-0123456789").decode()
 BODY = json.dumps({"tenant": "t", "trigger": "bench", "scheduled_at": "2025-01-01T00:00:00Z"})
@@ -92,7 +93,9 @@ class Driver:
         return self.done / wall, cpu / max(self.done, 1) * 1e6
 
 
-async def bench(port: int, concurrency: int, seconds: float, rounds: int) -> dict[str, float]:
+async def bench(
+    port: int, concurrency: int, seconds: float, rounds: int, client: str
+) -> dict[str, float]:
     """``rounds`` alternations of a raw window and a full-sender window; medians of each."""
     url = f"http://127.0.0.1:{port}/hook"
     body = BODY.encode()
@@ -101,10 +104,9 @@ async def bench(port: int, concurrency: int, seconds: float, rounds: int) -> dic
     policy = AddressPolicy(allow=["127.0.0.1/32"])
     config = SenderConfig(pool_size=concurrency, pool_per_host=concurrency)
     connector = aiohttp.TCPConnector(limit=concurrency)
-    async with (
-        aiohttp.ClientSession(connector=connector) as session,
-        HttpSender(policy, config) as sender,
-    ):
+    sender = make_sender(client, policy, config, time.time)
+    await sender.start()
+    async with aiohttp.ClientSession(connector=connector) as session:
 
         async def raw(n: int) -> bool:
             async with session.post(url, data=body, headers=fixed) as resp:
@@ -122,6 +124,7 @@ async def bench(port: int, concurrency: int, seconds: float, rounds: int) -> dic
         for _ in range(rounds):
             raw_runs.append(await Driver(raw, concurrency).window(seconds / rounds))
             full_runs.append(await Driver(full, concurrency).window(seconds / rounds))
+    await sender.close()
 
     rate = statistics.median(r for r, _ in full_runs)
     raw_rate = statistics.median(r for r, _ in raw_runs)
@@ -146,6 +149,7 @@ def main() -> None:
     parser.add_argument(
         "--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the client's event loop"
     )
+    parser.add_argument("--client", choices=("lean", "aiohttp"), default="lean", help="sender")
     args = parser.parse_args()
     if args.serve:
         serve()
@@ -160,8 +164,11 @@ def main() -> None:
         assert server.stdout is not None
         port = int(server.stdout.readline())
         with asyncio.Runner(loop_factory=loop_factory(args.loop)) as runner:
-            result = runner.run(bench(port, args.concurrency, args.seconds, args.rounds))
+            result = runner.run(
+                bench(port, args.concurrency, args.seconds, args.rounds, args.client)
+            )
         result["loop"] = args.loop
+        result["client"] = args.client
     finally:
         if server.stdin is not None:
             server.stdin.close()

@@ -129,6 +129,11 @@ class DispatcherSettings(BaseSettings):
         description="the sending loop: uvloop (faster; asyncio's when uvloop is not installed) "
         "or asyncio's own (docs/performance.md)",
     )
+    http_client: Literal["lean", "aiohttp"] = Field(
+        default="lean",
+        description="the HTTP client that sends: lean (HTTP/1.1 on an asyncio protocol and "
+        "httptools, keep-alive pools per pinned address) or aiohttp's (docs/performance.md)",
+    )
 
 
 class ProjectorSettings(BaseSettings):

@@ -24,6 +24,8 @@ from horae.contracts import events as ev
 
 ENVELOPE_TYPE = "schedule.triggered"
 JSON = "application/json"
+#: ``json.dumps(..., separators=(",", ":"), sort_keys=True)`` without building an encoder per call
+_COMPACT_SORTED = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 
 
 def _is_json(content_type: str) -> bool:
@@ -35,16 +37,24 @@ def _instant(value: Any) -> str:
     return str(value.isoformat().replace("+00:00", "Z"))
 
 
+def _same(a: Any, b: Any) -> bool:
+    """The same instant written the same way (the same offset): one RFC 3339 string for both."""
+    return bool(a == b and a.tzinfo is b.tzinfo)
+
+
 def webhook_body(order: ev.DispatchOrder) -> tuple[bytes, str | None]:
     """The body of ``order``'s attempt and its ``Content-Type`` (``None``: send none)."""
     if order.target.body == "raw":
         return order.payload, order.content_type if order.payload else None
     fire = order.fire
+    due = _instant(fire.due_at)
     data: dict[str, Any] = {
         "tenant": fire.tenant,
         "trigger_id": fire.trigger_id,
-        "scheduled_at": _instant(fire.scheduled_at),
-        "due_at": _instant(fire.due_at),
+        "scheduled_at": due
+        if _same(fire.scheduled_at, fire.due_at)
+        else _instant(fire.scheduled_at),
+        "due_at": due,
         "fire_key": fire.fire_key,
         "origin": fire.origin.value,
         "attempt": order.attempt,
@@ -63,5 +73,5 @@ def webhook_body(order: ev.DispatchOrder) -> tuple[bytes, str | None]:
             data["payload"] = parsed
         else:
             data["payload_base64"] = base64.b64encode(order.payload).decode("ascii")
-    envelope = {"type": ENVELOPE_TYPE, "timestamp": _instant(fire.due_at), "data": data}
-    return json.dumps(envelope, separators=(",", ":"), sort_keys=True).encode(), JSON
+    envelope = {"type": ENVELOPE_TYPE, "timestamp": due, "data": data}
+    return _COMPACT_SORTED.encode(envelope).encode(), JSON

@@ -65,7 +65,8 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
 @dataclass(frozen=True, slots=True)
 class SenderConfig:
     """Limits of the sender. ``deadline_s`` bounds a whole attempt; ``pool_size`` is the number of
-    open connections overall, ``pool_per_host`` per (host, port, TLS) key (0: no per-host cap)."""
+    open connections overall, ``pool_per_host`` per (host, port, TLS) key (0: no per-host cap; the
+    lean sender, :mod:`horae.outbound.lean_http`, counts it per pinned address of a host)."""
 
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 10.0

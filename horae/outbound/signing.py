@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 SECRET_PREFIX = "whsec_"
 TOKEN_VERSION = "h1"
 CALLBACK_TOKEN_HEADER = "Horae-Callback-Token"
+#: ``json.dumps(..., separators=(",", ":"), sort_keys=True)`` without building an encoder per call
+_COMPACT_SORTED = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 
 
 def decode_secret(secret: str) -> bytes:
@@ -188,7 +190,7 @@ def issue_token(
     }
     if tzdata is not None:
         claims["z"] = tzdata
-    payload = _b64url(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode())
+    payload = _b64url(_COMPACT_SORTED.encode(claims).encode())
     signing_input = f"{TOKEN_VERSION}.{payload}".encode()
     mac = _b64url(hmac_sha256(secret, signing_input))
     return f"{TOKEN_VERSION}.{payload}.{mac}"

@@ -220,18 +220,52 @@ class AddressPolicy:
         self._cache_size = cache_size
         self._monotonic = monotonic
         self._cache: dict[tuple[str, int], tuple[float, tuple[IPAddress, ...]]] = {}
+        self._allowed_memo: dict[tuple[str, int, IPAddress], bool] = {}
 
     def _allowed(self, host: str, port: int, addr: IPAddress) -> bool:
-        if (host, port) in self._host_ports or (str(addr), port) in self._host_ports:
-            return True
-        return any(addr.version == n.version and addr in n for n in self._nets)
+        """Whether the allowlist lets ``addr`` through for ``host:port`` (remembered: the
+        allowlist never changes)."""
+        key = (host, port, addr)
+        known = self._allowed_memo.get(key)
+        if known is None:
+            if len(self._allowed_memo) >= self._cache_size:
+                self._allowed_memo.clear()
+            known = self._allowed_memo[key] = (
+                (host, port) in self._host_ports
+                or (str(addr), port) in self._host_ports
+                or any(addr.version == n.version and addr in n for n in self._nets)
+            )
+        return known
 
     async def check(self, url: str | URL) -> CheckedTarget:
         """Parse, resolve and judge ``url``; see the module docstring for the contract."""
         parsed, host, port, literal = parse_target(url)
+        addresses = (literal,) if literal is not None else await self._resolve(host, port)
+        return self._judge(parsed, host, port, literal, addresses)
+
+    def check_now(self, url: str | URL) -> CheckedTarget | None:
+        """:meth:`check` without waiting: the same judgement when ``url``'s host is an IP
+        literal or its answer is cached; None when it needs a lookup (then :meth:`check`)."""
+        parsed, host, port, literal = parse_target(url)
+        if literal is not None:
+            return self._judge(parsed, host, port, literal, (literal,))
+        if self._ttl <= 0:
+            return None
+        hit = self._cache.get((host, port))
+        if hit is None or hit[0] <= self._monotonic():
+            return None
+        return self._judge(parsed, host, port, literal, hit[1])
+
+    def _judge(
+        self,
+        parsed: URL,
+        host: str,
+        port: int,
+        literal: IPAddress | None,
+        addresses: tuple[IPAddress, ...],
+    ) -> CheckedTarget:
         # RFC 6761: "localhost" names this machine whatever a resolver says about it.
         local_name = host == "localhost" or host.endswith(".localhost")
-        addresses = (literal,) if literal is not None else await self._resolve(host, port)
         for addr in addresses:
             reason = "loopback_name" if local_name else non_public_reason(addr)
             if reason is not None and not self._allowed(host, port, addr):

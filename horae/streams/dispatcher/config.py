@@ -69,6 +69,7 @@ class DispatcherConfig:
     commit_interval_s: float = 0.05  # most time a finished attempt waits for its transaction
     max_open_per_partition: int = 20_000  # consumed, unfinished orders before a partition pauses
     event_loop: str = "uvloop"  # or "asyncio" (see horae.streams.dispatcher.worker.loop_factory)
+    http_client: str = "lean"  # or "aiohttp" (see horae.streams.dispatcher.worker.make_sender)
 
     def limits(self, tenant: str) -> TenantLimits:
         """``tenant``'s limits over every dispatcher process (its grant)."""
@@ -123,5 +124,6 @@ class DispatcherConfig:
             tenant_keys=settings.tenant_key_bytes(),
             session_timeout_ms=mine.session_timeout_ms,
             event_loop=mine.event_loop,
+            http_client=mine.http_client,
         )
         return replace(base, **overrides)  # type: ignore[arg-type]

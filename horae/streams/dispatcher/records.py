@@ -30,6 +30,7 @@ redrive came from (``horae-redrive-of``), so every later record links to it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -105,8 +106,10 @@ _CONTRACT_RESULT = {
 }
 
 
+@functools.lru_cache(maxsize=4096)
 def utc_datetime_of_ms(ms: int) -> datetime:
-    """The aware UTC datetime of an epoch in milliseconds."""
+    """The aware UTC datetime of an epoch in milliseconds (remembered: one attempt's records
+    use its start and end several times, and sends a millisecond apart share them)."""
     return datetime.fromtimestamp(ms / 1000, UTC)
 
 

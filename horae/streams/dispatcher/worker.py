@@ -30,12 +30,15 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from horae.contracts import events as ev
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic, topic_name
-from horae.outbound import AddressPolicy, HttpSender, ReplayGuard
+from horae.outbound import AddressPolicy, HttpSender, ReplayGuard, SenderConfig
+from horae.outbound.lean_http import LeanHttpSender
 from horae.ports import SYSTEM_CLOCK, Clock, Resolver
+from horae.ports import HttpSender as HttpSenderPort
 from horae.streams.dispatcher.admission import Admission, lane_class
 from horae.streams.dispatcher.callback import CallbackHandler, OutcomeWriter, start_callback_server
 from horae.streams.dispatcher.conclude import cancelled, conclude
@@ -64,6 +67,28 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
     return asyncio.SelectorEventLoop
 
 
+class Sender(HttpSenderPort, Protocol):
+    """An HTTP sender the dispatcher opens and closes on its loop."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+def make_sender(
+    name: str, policy: AddressPolicy, config: SenderConfig, clock: Callable[[], float]
+) -> Sender:
+    """The sender ``name`` says: ``"lean"`` (:class:`~horae.outbound.lean_http.LeanHttpSender`,
+    docs/performance.md) or ``"aiohttp"`` (:class:`~horae.outbound.http_sender.HttpSender`);
+    the same contract, the same tests. ``HORAE_DISPATCHER_HTTP_CLIENT=aiohttp`` switches the lean
+    client off."""
+    if name == "aiohttp":
+        return HttpSender(policy, config, clock=clock)
+    if name != "lean":
+        raise ValueError(f"unknown HTTP client {name!r}: lean or aiohttp")
+    return LeanHttpSender(policy, config, clock=clock)
+
+
 class Dispatcher:
     """One dispatcher worker (see the module docstring)."""
 
@@ -82,7 +107,7 @@ class Dispatcher:
         self.clock = clock
         self.admission: Admission[Item] = Admission(config.limits, max_inflight=config.max_inflight)
         self.policy = AddressPolicy(config.allow, resolver)
-        self.sender = HttpSender(self.policy, config.sender, clock=clock.now)
+        self.sender = make_sender(config.http_client, self.policy, config.sender, clock.now)
         self.replay = ReplayGuard()
         self.callback_port = callback_port
         self.callback_host = callback_host

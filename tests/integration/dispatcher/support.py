@@ -50,6 +50,9 @@ CALLBACK_SECRET = b"callback-secret"
 # The loop the dispatchers under test send on (in-process and spawned alike): the settings'
 # default, uvloop; HORAE_DISPATCHER_EVENT_LOOP=asyncio runs the same tests on asyncio's loop.
 EVENT_LOOP = os.environ.get("HORAE_DISPATCHER_EVENT_LOOP", "uvloop")
+# The HTTP client they send with: the default, lean; HORAE_DISPATCHER_HTTP_CLIENT=aiohttp runs the
+# same tests with aiohttp's.
+HTTP_CLIENT = os.environ.get("HORAE_DISPATCHER_HTTP_CLIENT", "lean")
 
 
 @dataclass
@@ -241,6 +244,7 @@ class DispatchEnv:
             tenant_keys=TENANT_KEYS,
             session_timeout_ms=6000,
             event_loop=EVENT_LOOP,
+            http_client=HTTP_CLIENT,
         )
         return replace(base, **overrides)
 

@@ -22,7 +22,6 @@ from standardwebhooks import Webhook, WebhookVerificationError
 from horae.outbound import (
     AddressPolicy,
     AttemptResult,
-    HttpSender,
     Outcome,
     SenderConfig,
     SendResult,
@@ -31,6 +30,8 @@ from horae.outbound import (
     classify,
 )
 from horae.outbound.signing import decode_secret
+from horae.streams.dispatcher.worker import Sender
+from tests.unit.senders import new_sender
 
 T = TypeVar("T")
 
@@ -171,14 +172,18 @@ BODY = json.dumps({"trigger": "t-1", "scheduled_at": "2025-01-01T09:00:00Z"}).en
 
 
 def run(
-    go: Callable[[HttpSender], Awaitable[T]],
+    go: Callable[[Sender], Awaitable[T]],
     config: SenderConfig | None = None,
     policy: AddressPolicy = LOOPBACK,
     clock: Callable[[], float] = time.time,
 ) -> T:
     async def main() -> T:
-        async with HttpSender(policy, config, clock=clock) as sender:
+        sender = new_sender(policy, config, clock=clock)
+        await sender.start()
+        try:
             return await go(sender)
+        finally:
+            await sender.close()
 
     return asyncio.run(main())
 
@@ -193,7 +198,7 @@ def signed(keys: SigningKeys) -> dict[str, str]:
 def test_signature_verified_by_the_reference_library_on_the_server() -> None:
     target = Target(secrets=(OLD,))
 
-    async def go(sender: HttpSender) -> AttemptResult:
+    async def go(sender: Sender) -> AttemptResult:
         async with serve(target) as base:
             return await sender.send(f"{base}/hook", BODY, signed(SigningKeys.from_secrets(OLD)))
 
@@ -211,7 +216,7 @@ def test_signature_verified_by_the_reference_library_on_the_server() -> None:
 def test_rotation_both_signatures_verify() -> None:
     target = Target(secrets=(NEW, OLD))
 
-    async def go(sender: HttpSender) -> AttemptResult:
+    async def go(sender: Sender) -> AttemptResult:
         async with serve(target) as base:
             keys = SigningKeys.from_secrets(NEW, OLD)
             return await sender.send(f"{base}/hook", BODY, signed(keys))
@@ -223,7 +228,7 @@ def test_rotation_both_signatures_verify() -> None:
 def test_wrong_secret_is_refused_by_the_server_and_not_retried() -> None:
     target = Target(secrets=(NEW,))
 
-    async def go(sender: HttpSender) -> AttemptResult:
+    async def go(sender: Sender) -> AttemptResult:
         async with serve(target) as base:
             return await sender.send(f"{base}/hook", BODY, signed(SigningKeys.from_secrets(OLD)))
 
@@ -235,7 +240,7 @@ def test_wrong_secret_is_refused_by_the_server_and_not_retried() -> None:
 def test_redirects_are_not_followed() -> None:
     target = Target()
 
-    async def go(sender: HttpSender) -> list[AttemptResult]:
+    async def go(sender: Sender) -> list[AttemptResult]:
         async with serve(target) as base:
             return [
                 await sender.send(f"{base}/{p}", BODY, {}) for p in ("redirect", "redirect_abs")
@@ -254,7 +259,7 @@ def test_huge_body_is_bounded_and_the_sender_keeps_working() -> None:
     target = Target()
     config = SenderConfig(max_body_bytes=64 * 1024)
 
-    async def go(sender: HttpSender) -> list[AttemptResult]:
+    async def go(sender: Sender) -> list[AttemptResult]:
         async with serve(target) as base:
             return [await sender.send(f"{base}/{p}", BODY, {}) for p in ("huge", "missing")]
 
@@ -269,7 +274,7 @@ def test_slow_server_times_out_after_sending_outcome_unknown() -> None:
     for config in (SenderConfig(read_timeout_s=0.2), SenderConfig(deadline_s=0.2)):
         target = Target()
 
-        async def go(sender: HttpSender, target: Target = target) -> AttemptResult:
+        async def go(sender: Sender, target: Target = target) -> AttemptResult:
             async with serve(target) as base:
                 return await sender.send(f"{base}/slow", BODY, {})
 
@@ -284,7 +289,7 @@ def test_the_targets_timeout_cuts_an_attempt_below_the_senders_deadline() -> Non
     """``timeout_s`` (the target's ``timeout_ms``) bounds the whole attempt; the sender's own
     deadline still applies when it is lower."""
 
-    async def go(sender: HttpSender) -> list[AttemptResult]:
+    async def go(sender: Sender) -> list[AttemptResult]:
         async with serve(Target()) as base:
             return [
                 await sender.send(f"{base}/slow", BODY, {}, timeout_s=0.2),
@@ -297,7 +302,7 @@ def test_the_targets_timeout_cuts_an_attempt_below_the_senders_deadline() -> Non
 
 
 def test_stalled_body_keeps_the_status() -> None:
-    async def go(sender: HttpSender) -> AttemptResult:
+    async def go(sender: Sender) -> AttemptResult:
         async with serve(Target()) as base:
             return await sender.send(f"{base}/slow_body", BODY, {})
 
@@ -307,7 +312,7 @@ def test_stalled_body_keeps_the_status() -> None:
 
 
 def test_retry_after_is_reported() -> None:
-    async def go(sender: HttpSender) -> list[AttemptResult]:
+    async def go(sender: Sender) -> list[AttemptResult]:
         async with serve(Target()) as base:
             return [await sender.send(f"{base}/{p}", BODY, {}) for p in ("busy", "down")]
 
@@ -321,7 +326,7 @@ def test_retry_after_is_reported() -> None:
 def test_connections_are_reused() -> None:
     target = Target()
 
-    async def go(sender: HttpSender) -> list[AttemptResult]:
+    async def go(sender: Sender) -> list[AttemptResult]:
         async with serve(target) as base:
             return [await sender.send(f"{base}/missing", BODY, {}) for _ in range(20)]
 
@@ -332,7 +337,7 @@ def test_connections_are_reused() -> None:
 def test_not_allowlisted_loopback_is_never_contacted() -> None:
     target = Target()
 
-    async def go(sender: HttpSender) -> AttemptResult:
+    async def go(sender: Sender) -> AttemptResult:
         async with serve(target) as base:
             return await sender.send(f"{base}/hook", BODY, {})
 
@@ -346,7 +351,7 @@ def test_connection_refused_is_not_sent() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # bound, not listening: connections are refused
 
-        async def go(sender: HttpSender) -> AttemptResult:
+        async def go(sender: Sender) -> AttemptResult:
             return await sender.send(f"http://127.0.0.1:{port}/hook", BODY, {})
 
         result = run(go)
@@ -355,7 +360,7 @@ def test_connection_refused_is_not_sent() -> None:
 
 
 def test_hang_up_after_the_request_is_unknown() -> None:
-    async def go(sender: HttpSender) -> AttemptResult:
+    async def go(sender: Sender) -> AttemptResult:
         async with raw_server(None) as base:
             return await sender.send(f"{base}/hook", BODY, {})
 
@@ -365,7 +370,7 @@ def test_hang_up_after_the_request_is_unknown() -> None:
 
 
 def test_garbage_answer_is_a_protocol_error() -> None:
-    async def go(sender: HttpSender) -> AttemptResult:
+    async def go(sender: Sender) -> AttemptResult:
         async with raw_server(b"SPDY/9 banana\r\n\r\n") as base:
             return await sender.send(f"{base}/hook", BODY, {})
 
@@ -387,7 +392,7 @@ def test_connect_timeout_when_the_accept_queue_is_full() -> None:
             filler.connect_ex(("127.0.0.1", port))
             fillers.append(filler)
 
-        async def go(sender: HttpSender) -> AttemptResult:
+        async def go(sender: Sender) -> AttemptResult:
             return await sender.send(f"http://127.0.0.1:{port}/hook", BODY, {})
 
         try:

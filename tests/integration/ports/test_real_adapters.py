@@ -1,6 +1,6 @@
 """The contract suites over the real adapters: Kafka (``TransactionalProcessor``,
-``KafkaPartitionReader``), PostgreSQL (``ProjectionStore``), the aiohttp sender against a loopback
-server, the system resolver and the system clock. Topics live under the test's
+``KafkaPartitionReader``), PostgreSQL (``ProjectionStore``), both senders (aiohttp's, lean)
+against a loopback server, the system resolver and the system clock. Topics live under the test's
 prefix and are deleted at the end (``topic_prefix``); the schema is dropped."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from horae.kafka.reader import KafkaPartitionReader
 from horae.kafka.txn import TransactionalProcessor, member_configs
 from horae.outbound.http_sender import HttpSender as AiohttpSender
 from horae.outbound.http_sender import SenderConfig
+from horae.outbound.lean_http import LeanHttpSender
 from horae.outbound.ssrf import AddressPolicy, system_resolver
 from horae.ports import SYSTEM_CLOCK, HttpSender, Resolver, SystemClock
 from horae.projections.rows import Stage
@@ -118,8 +119,12 @@ class _LocalTargets:
 
 
 class TestAiohttpSender(HttpSenderContract):
+    make: type[AiohttpSender] | type[LeanHttpSender] = AiohttpSender
+
     @pytest.fixture
     def sender_rig(self) -> SenderRig:
+        make = self.make
+
         @asynccontextmanager
         async def session() -> AsyncIterator[SenderSession]:
             port, closed_port = free_ports(2)
@@ -136,10 +141,14 @@ class TestAiohttpSender(HttpSenderContract):
             await web.TCPSite(runner, "127.0.0.1", port).start()
             policy = AddressPolicy(allow=["127.0.0.1/32"])
             try:
-                async with AiohttpSender(policy, SenderConfig(connect_timeout_s=2.0)) as sender:
+                async with make(policy, SenderConfig(connect_timeout_s=2.0)) as sender:
                     holder.append(_LocalTargets(sender, port, closed_port))
                     yield holder[0]
             finally:
                 await runner.cleanup()
 
         return session
+
+
+class TestLeanSender(TestAiohttpSender):
+    make = LeanHttpSender

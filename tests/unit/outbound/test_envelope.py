@@ -98,3 +98,31 @@ def test_raw_sends_the_tenant_bytes_with_their_content_type_and_no_label_when_em
     keys = SigningKeys.from_secrets(SECRET)
     headers = attempt_headers(body=b"", fire_key="k", keys=keys, now=0, content_type=None)
     assert "Content-Type" not in headers
+
+
+@pytest.mark.parametrize("jittered", [False, True])
+def test_the_bytes_are_the_compact_sorted_json_of_the_envelope(jittered: bool) -> None:
+    """One RFC 3339 string serves ``scheduled_at``, ``due_at`` and ``timestamp`` when the instants
+    are equal; the bytes stay exactly ``json.dumps(..., separators, sort_keys=True)``."""
+    order = _order(b'{"b": 1, "a": [true, null]}')
+    if not jittered:
+        order = replace(order, fire=replace(order.fire, due_at=AT))
+    body, _ = webhook_body(order)
+    fire = order.fire
+    expected = {
+        "type": "schedule.triggered",
+        "timestamp": fire.due_at.isoformat().replace("+00:00", "Z"),
+        "data": {
+            "tenant": "acme",
+            "trigger_id": "nightly",
+            "scheduled_at": "2026-03-08T07:00:00Z",
+            "due_at": fire.due_at.isoformat().replace("+00:00", "Z"),
+            "fire_key": fire.fire_key,
+            "origin": "scheduled",
+            "attempt": 2,
+            "tzdata_version": "2025b",
+            "content_type": "application/json",
+            "payload": {"b": 1, "a": [True, None]},
+        },
+    }
+    assert body == json.dumps(expected, separators=(",", ":"), sort_keys=True).encode()

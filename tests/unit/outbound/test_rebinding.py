@@ -14,8 +14,9 @@ from contextlib import asynccontextmanager
 
 from aiohttp import web
 
-from horae.outbound.http_sender import HttpSender, Outcome, SendResult
+from horae.outbound.http_sender import Outcome, SendResult
 from horae.outbound.ssrf import AddressPolicy
+from tests.unit.senders import new_sender
 
 
 class RebindingResolver:
@@ -60,13 +61,18 @@ async def _scenario(first: str, allow: list[str], sends: int, ttl: float = 0.0) 
     resolver = RebindingResolver([first], then="127.0.0.1")
     policy = AddressPolicy(allow=allow, resolver=resolver, cache_ttl_s=ttl)
     results = []
+    sender = new_sender(policy)
     async with (
         counting_server("127.0.0.1", port, victim),
         counting_server("127.0.0.2", port, good),
-        HttpSender(policy) as sender,
     ):
-        for _ in range(sends):
-            results.append(await sender.send(f"http://rebind.example:{port}/hook", b"{}", {}))
+        await sender.start()
+        try:
+            for _ in range(sends):
+                url = f"http://rebind.example:{port}/hook"
+                results.append(await sender.send(url, b"{}", {}))
+        finally:
+            await sender.close()
     return good, victim, [r.send_result for r in results], [r.peer for r in results]
 
 
@@ -108,7 +114,11 @@ def test_loopback_is_reached_only_when_allowlisted() -> None:
 
 def test_refusal_outcome_is_not_sent() -> None:
     async def go() -> Outcome:
-        async with HttpSender(AddressPolicy()) as sender:
+        sender = new_sender(AddressPolicy())
+        await sender.start()
+        try:
             return (await sender.send("http://169.254.169.254/latest/", b"", {})).outcome
+        finally:
+            await sender.close()
 
     assert asyncio.run(go()) is Outcome.NOT_SENT

@@ -232,6 +232,32 @@ def test_answers_are_cached_for_the_ttl_and_judged_every_time() -> None:
     assert len(resolver.calls) == 3
 
 
+def test_check_now_judges_literals_and_cached_answers_without_a_lookup() -> None:
+    """The lean sender's fast path: the same judgement as :meth:`check`, or None (a lookup is
+    needed) — never an unjudged answer."""
+    clock = [0.0]
+    table = {"pub.example": ["93.184.216.34"], "flip.example": ["93.184.216.34"]}
+    resolver = FakeResolver(table)
+    policy = AddressPolicy(resolver=resolver, cache_ttl_s=10.0, monotonic=lambda: clock[0])
+    assert policy.check_now("http://1.1.1.1/") == asyncio.run(policy.check("http://1.1.1.1/"))
+    with pytest.raises(AddressRefused, match="loopback"):
+        policy.check_now("http://127.0.0.1/")
+    with pytest.raises(AddressRefused, match="invalid_ipv4"):
+        policy.check_now("http://0x7f.1.2.3.4/")
+    assert policy.check_now("http://pub.example/") is None  # not looked up yet
+    assert resolver.calls == []
+    checked = asyncio.run(policy.check("http://pub.example/"))
+    assert policy.check_now("http://pub.example/") == checked
+    asyncio.run(policy.check("http://flip.example/"))
+    policy._cache[("flip.example", 80)] = (10.0, (ipaddress.ip_address("10.0.0.1"),))
+    with pytest.raises(AddressRefused, match="private"):  # a cached answer is judged again
+        policy.check_now("http://flip.example/")
+    clock[0] = 10.0
+    assert policy.check_now("http://pub.example/") is None  # expired
+    assert AddressPolicy(cache_ttl_s=0).check_now("http://pub.example/") is None
+    assert len(resolver.calls) == 2
+
+
 def test_cache_is_bounded() -> None:
     table = {f"h{i}.example": ["93.184.216.34"] for i in range(5)}
     resolver = FakeResolver(table)
