@@ -198,6 +198,7 @@ _new = object.__new__
 _NO_LABELS: Mapping[str, str] = {}  # packed definitions are frozen: one empty mapping serves all
 BUCKET_S = 60  # the compact index's timing-wheel bucket width
 _GROW = 1024  # slots added to the columns at a time
+_MIN_GARBAGE = 1 << 16  # bytes of garbage in a SlotTable's buffer before it is compacted
 _NO_IDS = array("i", [-1]) * _GROW
 _ZEROS = array("q", [0]) * _GROW
 _NONES = array("q", [_NONE]) * _GROW
@@ -241,6 +242,166 @@ class _Interned(Generic[K, V]):
             self.free.append(i)
 
 
+_EMPTY, _REMOVED = -1, -2  # a SlotTable cell's marks
+
+
+class SlotTable:
+    """The keys and payloads of a compact index's slots, and the slot of each key, without a
+    Python object per slot.
+
+    ``blob`` holds each slot's record, its key (UTF-8) then its payload; per slot, in typed
+    arrays, where its record starts (-1: the slot is free) and the lengths of its key and
+    payload. A record replaced or freed is garbage in ``blob`` until the buffer is compacted,
+    when the garbage is more than half of it (and at least ``_MIN_GARBAGE``). ``cells`` is an
+    open-addressing hash table with linear probing: a cell holds a slot, ``_EMPTY`` or
+    ``_REMOVED`` (a slot was removed there: probes go on past it); a key's probes start at its
+    ``hash``. Its size is a power of two, rebuilt twice as large (or as small as the slots
+    held allow) when more than 2/3 of its cells are not empty.
+
+    The index grows the per-slot arrays (:meth:`grow`) before it adds (:meth:`add`) a slot past
+    their end; a slot is added only if its key is not held."""
+
+    __slots__ = ("blob", "cells", "count", "filled", "garbage", "klen", "plen", "start")
+
+    def __init__(self) -> None:
+        self.blob = bytearray()
+        self.start = array("q")
+        self.klen = array("i")
+        self.plen = array("i")
+        self.cells = array("i", [_EMPTY]) * 8
+        self.count = 0  # keys held
+        self.filled = 0  # cells not empty
+        self.garbage = 0  # bytes of blob no slot's record
+
+    def __len__(self) -> int:
+        return self.count
+
+    def grow(self, n: int) -> None:
+        """Room for ``n`` more slots (free)."""
+        self.start.extend(array("q", [-1]) * n)
+        self.klen.extend(array("i", [0]) * n)
+        self.plen.extend(array("i", [0]) * n)
+
+    def find(self, key: str) -> int:
+        """The slot of ``key``, or -1."""
+        kb = key.encode("utf-8", "surrogatepass")
+        n, cells, klen, start, blob = len(kb), self.cells, self.klen, self.start, self.blob
+        mask = len(cells) - 1
+        i = hash(key) & mask
+        while True:
+            s = cells[i]
+            if s == _EMPTY:
+                return -1
+            if s >= 0 and klen[s] == n:
+                a = start[s]
+                if blob[a : a + n] == kb:
+                    return s
+            i = (i + 1) & mask
+
+    def add(self, key: str, slot: int) -> None:
+        """Make the free ``slot`` ``key``'s (``key`` is not held), with no payload."""
+        if (self.filled + 1) * 3 > len(self.cells) * 2:
+            self._rebuild()
+        kb = key.encode("utf-8", "surrogatepass")
+        self.start[slot], self.klen[slot], self.plen[slot] = len(self.blob), len(kb), 0
+        self.blob += kb
+        self._place(hash(key), slot)
+        self.count += 1
+
+    def remove(self, key: str) -> int:
+        """Free the slot of ``key`` and return it (-1 if ``key`` is not held)."""
+        kb = key.encode("utf-8", "surrogatepass")
+        n, cells, klen, start, blob = len(kb), self.cells, self.klen, self.start, self.blob
+        mask = len(cells) - 1
+        i = hash(key) & mask
+        while True:
+            s = cells[i]
+            if s == _EMPTY:
+                return -1
+            if s >= 0 and klen[s] == n:
+                a = start[s]
+                if blob[a : a + n] == kb:
+                    break
+            i = (i + 1) & mask
+        cells[i] = _REMOVED
+        self.count -= 1
+        self._drop(s)
+        start[s] = -1
+        klen[s] = self.plen[s] = 0
+        return s
+
+    def key(self, slot: int) -> str | None:
+        """The key of ``slot``, None if it is free."""
+        a = self.start[slot]
+        if a < 0:
+            return None
+        return self.blob[a : a + self.klen[slot]].decode("utf-8", "surrogatepass")
+
+    def payload(self, slot: int) -> bytes:
+        """The payload of the held ``slot``."""
+        n = self.plen[slot]
+        if not n:
+            return b""
+        a = self.start[slot] + self.klen[slot]
+        return bytes(self.blob[a : a + n])
+
+    def set_payload(self, slot: int, payload: bytes) -> None:
+        """Make ``payload`` the held ``slot``'s."""
+        blob, a, k, n = self.blob, self.start[slot], self.klen[slot], self.plen[slot]
+        if n == len(payload) and (not n or blob[a + k : a + k + n] == payload):
+            return
+        if a + k + n == len(blob):  # the last record: rewritten in place
+            del blob[a + k :]
+        else:
+            record = blob[a : a + k]
+            self._drop(slot)  # may compact: a new buffer, without this record
+            blob = self.blob
+            self.start[slot] = len(blob)
+            blob += record
+        blob += payload
+        self.plen[slot] = len(payload)
+
+    def _drop(self, slot: int) -> None:
+        """Count ``slot``'s record as garbage; compact ``blob`` when that is more than half."""
+        self.garbage += self.klen[slot] + self.plen[slot]
+        if self.garbage >= _MIN_GARBAGE and self.garbage * 2 > len(self.blob):
+            self._compact(slot)
+
+    def _compact(self, dropped: int) -> None:
+        """``blob`` with the records of the held slots only (``dropped``'s is left out)."""
+        old, blob = self.blob, bytearray()
+        start, klen, plen = self.start, self.klen, self.plen
+        for s in range(len(start)):
+            a = start[s]
+            if a >= 0 and s != dropped:
+                start[s] = len(blob)
+                blob += old[a : a + klen[s] + plen[s]]
+        start[dropped] = -1
+        self.blob, self.garbage = blob, 0
+
+    def _place(self, h: int, slot: int) -> None:
+        cells = self.cells
+        mask = len(cells) - 1
+        i = h & mask
+        while cells[i] >= 0:
+            i = (i + 1) & mask
+        if cells[i] == _EMPTY:
+            self.filled += 1
+        cells[i] = slot
+
+    def _rebuild(self) -> None:
+        """The cells rebuilt from the held slots, at most 1/3 full (with one more key)."""
+        size = 8
+        while size < (self.count + 1) * 3:
+            size *= 2
+        self.cells, self.filled = array("i", [_EMPTY]) * size, 0
+        key = self.key
+        for s in range(len(self.start)):
+            k = key(s)
+            if k is not None:
+                self._place(hash(k), s)
+
+
 class CompactIndex(DueIndex):
     """The ``compact`` representation (see the module docstring).
 
@@ -268,10 +429,8 @@ class CompactIndex(DueIndex):
         super().__init__(partition)
         self._shared = shared or SharedValues()
         self._bucket_s = bucket_s
-        self._slots: dict[str, int] = {}
+        self._keys = SlotTable()  # each slot's key and payload, each key's slot
         self._size = 0  # slots used or freed; the columns have room for more
-        self._keys: list[str | None] = []
-        self._payload: list[bytes] = []
         self._free: list[int] = []
         self._rest = array("i")
         self._plan = array("i")
@@ -288,6 +447,7 @@ class CompactIndex(DueIndex):
         self._plans: _Interned[int, Plan] = _Interned()
         self._times: dict[int, datetime] = {}  # authoring times built, by µs
         self._hot: dict[str, TriggerEntry] = {}
+        self._hot_slots: dict[str, int] = {}  # each hot entry's slot
         self._made: dict[str, TriggerDefinition] = {}  # what each hot entry was built with
         self._buckets: dict[int, tuple[array[int], array[float]]] = {}
         self._lows: dict[int, tuple[float, int]] = {}  # each bucket's least (due, slot)
@@ -300,21 +460,25 @@ class CompactIndex(DueIndex):
         self._opened = -(2**62)  # buckets up to this one are in ``_run`` or ``_near``
 
     def __len__(self) -> int:
-        return len(self._slots)
+        return len(self._keys)
 
     def get(self, key: str) -> TriggerEntry | None:
         entry = self._hot.get(key)
         if entry is None:
-            slot = self._slots.get(key)
-            if slot is None:
+            slot = self._keys.find(key)
+            if slot < 0:
                 return None
             entry = self._hot[key] = self._entry(slot, key)
+            self._hot_slots[key] = slot
         return entry
 
     def put(self, key: str, entry: TriggerEntry) -> None:
-        slot = self._slots.get(key)
+        slot = self._hot_slots.get(key)
         if slot is None:
-            slot = self._slots[key] = self._new_slot(key)
+            slot = self._keys.find(key)
+            if slot < 0:
+                slot = self._new_slot(key)
+            self._hot_slots[key] = slot
         self._hot[key] = entry
         due = entry.due_ts
         if due is None:
@@ -335,17 +499,16 @@ class CompactIndex(DueIndex):
             self._lows[m] = (due, slot)
 
     def remove(self, key: str) -> None:
-        slot = self._slots.pop(key, None)
-        if slot is None:
+        slot = self._keys.remove(key)
+        if slot < 0:
             return
         self._hot.pop(key, None)
+        self._hot_slots.pop(key, None)
         self._made.pop(key, None)
         if self._rest[slot] >= 0:
             self._rests.release(self._rest[slot])
             self._plans.release(self._plan[slot])
         self._rest[slot] = self._plan[slot] = -1
-        self._keys[slot] = None
-        self._payload[slot] = b""
         self._due[slot] = _NAN
         for sparse in (self._paused, self._applied, self._odd_ids):
             sparse.pop(slot, None)
@@ -375,7 +538,14 @@ class CompactIndex(DueIndex):
         last = int(until // self._bucket_s)
         if self._bucket_heap and self._bucket_heap[0] <= last:
             self._open(last)
-        run, near, dues, keys, hot = self._run, self._near, self._due, self._keys, self._hot
+        run, near, dues, hot, hot_slots = (
+            self._run,
+            self._near,
+            self._due,
+            self._hot,
+            self._hot_slots,
+        )
+        key_of = self._keys.key  # a position's slot may have been freed, or taken by another key
         popped: set[int] = set()  # a trigger put twice at one time is yielded once
         taken, at, end = 0, self._at, len(run)
         try:
@@ -392,14 +562,17 @@ class CompactIndex(DueIndex):
                     heapq.heappop(near)
                 else:
                     return
-                key = keys[slot]  # the rest is _live, inlined
-                if key is None or slot in popped:
+                if slot in popped:
+                    continue
+                key = key_of(slot)  # the rest is _live, inlined
+                if key is None:
                     continue
                 entry = hot.get(key)
                 if entry is None:
                     if dues[slot] != due:
                         continue
                     entry = hot[key] = self._entry(slot, key)
+                    hot_slots[key] = slot
                 elif entry.due_ts != due:
                     continue
                 popped.add(slot)
@@ -412,7 +585,7 @@ class CompactIndex(DueIndex):
                 self._at = 0
 
     def settle(self) -> None:
-        slots, made = self._slots, self._made
+        slots, made = self._hot_slots, self._made
         nxt_col, last_col, fired_col, due_col = self._next, self._last, self._fired, self._due
         paused, applied = self._paused, self._applied
         for key, entry in self._hot.items():
@@ -433,6 +606,7 @@ class CompactIndex(DueIndex):
             elif applied:
                 applied.pop(slot, None)
         self._hot.clear()
+        slots.clear()
         made.clear()
 
     # --- slots ----------------------------------------------------------------------------
@@ -442,16 +616,14 @@ class CompactIndex(DueIndex):
         else:
             slot = self._size
             self._size += 1
-            if slot == len(self._keys):
+            if slot == len(self._due):
                 self._grow()
-        self._keys[slot] = key
+        self._keys.add(key, slot)
         return slot
 
     def _grow(self) -> None:
         """Room for ``_GROW`` more slots in every column (one call per column, not per slot)."""
-        n = _GROW
-        self._keys += [None] * n
-        self._payload += [b""] * n
+        self._keys.grow(_GROW)
         for column in (self._rest, self._plan):
             column.extend(_NO_IDS)
         for column in (self._version, self._authored, self._fired):
@@ -490,7 +662,7 @@ class CompactIndex(DueIndex):
         self._rest[slot], self._plan[slot] = rest, plan
         self._version[slot] = d.version
         self._authored[slot] = (d.authored_at - _EPOCH) // _MICROSECOND
-        self._payload[slot] = d.payload
+        self._keys.set_payload(slot, d.payload)
         if len(key) == len(tenant) + 1 + len(d.trigger_id) and key.endswith(d.trigger_id):
             self._odd_ids.pop(slot, None)
         else:
@@ -513,7 +685,7 @@ class CompactIndex(DueIndex):
         odd = self._odd_ids.get(slot) if self._odd_ids else None
         d = self._made[key] = TriggerDefinition(
             tenant, odd if odd is not None else key[len(tenant) + 1 :], self._version[slot],
-            state, recurrence, target, authored, author, role, self._payload[slot], ctype,
+            state, recurrence, target, authored, author, role, self._keys.payload(slot), ctype,
             policies, quotas, description, labels, None,
         )  # fmt: skip
         nxt, last, due = self._next[slot], self._last[slot], self._due[slot]
@@ -532,7 +704,7 @@ class CompactIndex(DueIndex):
         """Whether the position ``(due, slot)`` is live: the slot's trigger (its entry if got,
         else its column) says ``due_ts == due``; a freed slot's column says none."""
         if self._hot:
-            key = self._keys[slot]
+            key = self._keys.key(slot)
             entry = self._hot.get(key) if key is not None else None
             if entry is not None:
                 return entry.due_ts == due
@@ -552,13 +724,19 @@ class CompactIndex(DueIndex):
 
     def _open(self, last: int) -> None:
         """Move every bucket up to ``last`` into the sorted run of due positions."""
-        heap, keys, live = self._bucket_heap, self._keys, self._live
+        heap, key_of, hot, due_col = self._bucket_heap, self._keys.key, self._hot, self._due
         opened = self._run[self._at :]
         while heap and heap[0] <= last:
             m = heapq.heappop(heap)
             slots, dues = self._buckets.pop(m)
             del self._lows[m]
-            opened += [(d, keys[s], s) for s, d in zip(slots, dues, strict=True) if live(s, d)]  # type: ignore[misc]
+            for s, d in zip(slots, dues, strict=True):  # the live positions (_live, inlined)
+                key = key_of(s)
+                if key is None:
+                    continue
+                entry = hot.get(key) if hot else None
+                if (due_col[s] if entry is None else entry.due_ts) == d:
+                    opened.append((d, key, s))
         opened.sort()
         self._run, self._at = opened, 0
         self._opened = max(self._opened, last)

@@ -15,6 +15,7 @@ from horae.streams.planner.index import (
     CompactIndex,
     DueIndex,
     ObjectsIndex,
+    SlotTable,
     TriggerEntry,
     make_index,
 )
@@ -218,3 +219,97 @@ def test_both_representations_agree_operation_by_operation(
                 )
             )
         assert answers[0] == answers[1], (op, a, b)
+
+
+def test_many_triggers_removed_and_put_again_keep_their_keys_and_payloads() -> None:
+    """Past several growths of the compact index's slot table and columns, with removals
+    (freed slots reused by other keys) and payloads replaced: every trigger held answers with
+    its own entry, every one removed with none, and the due order is (due, key)."""
+    index = make_index(0)
+    n = 3000
+    model: dict[str, TriggerEntry] = {}
+    for i in range(n):
+        key = f"acme/t{i}" if i % 7 else f"acme/tø{i}-" + "x" * (i % 50)  # lengths, UTF-8
+        entry = _entry(
+            key.split("/", 1)[1], T0 + (i * 37) % 500, payload=f"p{i}".encode() * (i % 3)
+        )
+        index.put(key, entry)
+        model[key] = replace(entry)
+        if i % 500 == 0:
+            index.settle()
+    index.settle()
+    for i, key in enumerate(list(model)):
+        if i % 3 == 0:
+            index.remove(key)
+            del model[key]
+    index.settle()
+    for i, key in enumerate(list(model)[::5]):  # new payloads, some longer, some empty
+        held = index.get(key)
+        assert held is not None
+        held.definition = replace(held.definition, payload=b"new" * (i % 4), version=2)
+        index.put(key, held)
+        model[key] = replace(held)
+    for i in range(n, n + 500):  # new keys take the freed slots
+        key = f"acme/n{i}"
+        model[key] = replace(entry := _entry(f"n{i}", T0 + i % 500, payload=b"%d" % i))
+        index.put(key, entry)
+    index.settle()
+    assert len(index) == len(model)
+    for key, entry in model.items():
+        assert index.get(key) == entry, key
+    for i in range(0, n, 3):
+        assert index.get(f"acme/t{i}" if i % 7 else f"acme/tø{i}-" + "x" * (i % 50)) is None
+    index.settle()
+    popped = list(index.pop_due(T0 + 1000, 10 * n))
+    expected = sorted((e.due_ts, k) for k, e in model.items() if e.due_ts is not None)
+    assert [(e.due_ts, k) for k, e in popped] == expected
+
+
+KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["add", "remove", "payload"]),
+            st.integers(0, 11),
+            st.integers(0, 40),  # payload kB
+        ),
+        min_size=20,
+        max_size=200,
+    ),
+    st.lists(KEYS, min_size=12, max_size=12, unique=True),
+)
+def test_slot_table_agrees_with_a_dict(ops: list[tuple[str, int, bytes]], keys: list[str]) -> None:
+    """The compact index's :class:`SlotTable` (keys and payloads in one buffer, an
+    open-addressing table of slots) under random adds, removes and payload changes, past its
+    table's growths and rebuilds with removal marks and its buffer's compactions (payloads up to
+    40 kB): every key's slot, key and payload are what a dict of them says."""
+    table = SlotTable()
+    table.grow(64)
+    model: dict[str, tuple[int, bytes]] = {}
+    free = list(range(64))
+    for op, i, kb in ops:
+        key, payload = keys[i], bytes([kb]) * (kb * 1000 + kb % 3)
+        if op == "add" and key not in model:
+            slot = free.pop()
+            table.add(key, slot)
+            model[key] = (slot, b"")
+        elif op == "remove":
+            slot = table.remove(key)
+            assert slot == (model.pop(key)[0] if key in model else -1)
+            if slot >= 0:
+                free.append(slot)
+        elif op == "payload" and key in model:
+            table.set_payload(model[key][0], payload)
+            model[key] = (model[key][0], payload)
+        assert len(table) == len(model)
+        assert table.garbage * 2 <= len(table.blob) or table.garbage < 1 << 16
+        for k in keys:
+            slot, held = model.get(k, (-1, b""))
+            assert table.find(k) == slot
+            if slot >= 0:
+                assert table.key(slot) == k and table.payload(slot) == held
+    for slot in free:
+        assert table.key(slot) is None
