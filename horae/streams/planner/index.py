@@ -246,7 +246,7 @@ _EMPTY, _REMOVED = -1, -2  # a SlotTable cell's marks
 
 
 class SlotTable:
-    """The keys and payloads of a compact index's slots, and the slot of each key, without a
+    """The slots of a compact index: which are held, by which key, with which payload, without a
     Python object per slot.
 
     ``blob`` holds each slot's record, its key (UTF-8) then its payload; per slot, in typed
@@ -256,18 +256,17 @@ class SlotTable:
     open-addressing hash table with linear probing: a cell holds a slot, ``_EMPTY`` or
     ``_REMOVED`` (a slot was removed there: probes go on past it); a key's probes start at its
     ``hash``. Its size is a power of two, rebuilt twice as large (or as small as the slots
-    held allow) when more than 2/3 of its cells are not empty.
+    held allow) when more than 2/3 of its cells are not empty. A freed slot is the next one
+    taken; ``size`` counts the slots ever taken (the index's columns have room for them)."""
 
-    The index grows the per-slot arrays (:meth:`grow`) before it adds (:meth:`add`) a slot past
-    their end; a slot is added only if its key is not held."""
-
-    __slots__ = ("blob", "cells", "count", "filled", "garbage", "klen", "plen", "start")
+    __slots__ = ("blob", "cells", "count", "filled", "free", "garbage", "klen", "plen", "start")
 
     def __init__(self) -> None:
         self.blob = bytearray()
         self.start = array("q")
         self.klen = array("i")
         self.plen = array("i")
+        self.free: list[int] = []
         self.cells = array("i", [_EMPTY]) * 8
         self.count = 0  # keys held
         self.filled = 0  # cells not empty
@@ -276,11 +275,9 @@ class SlotTable:
     def __len__(self) -> int:
         return self.count
 
-    def grow(self, n: int) -> None:
-        """Room for ``n`` more slots (free)."""
-        self.start.extend(array("q", [-1]) * n)
-        self.klen.extend(array("i", [0]) * n)
-        self.plen.extend(array("i", [0]) * n)
+    @property
+    def size(self) -> int:
+        return len(self.start)
 
     def find(self, key: str) -> int:
         """The slot of ``key``, or -1."""
@@ -298,15 +295,43 @@ class SlotTable:
                     return s
             i = (i + 1) & mask
 
-    def add(self, key: str, slot: int) -> None:
-        """Make the free ``slot`` ``key``'s (``key`` is not held), with no payload."""
-        if (self.filled + 1) * 3 > len(self.cells) * 2:
-            self._rebuild()
+    def take(self, key: str) -> int:
+        """The slot of ``key``: a free one (with no payload) if ``key`` is not held."""
         kb = key.encode("utf-8", "surrogatepass")
-        self.start[slot], self.klen[slot], self.plen[slot] = len(self.blob), len(kb), 0
-        self.blob += kb
-        self._place(hash(key), slot)
+        n, cells, klen, start, blob = len(kb), self.cells, self.klen, self.start, self.blob
+        mask = len(cells) - 1
+        i = hash(key) & mask
+        spare = -1  # the first removal mark on the way
+        while True:
+            s = cells[i]
+            if s == _EMPTY:
+                break
+            if s >= 0:
+                if klen[s] == n:
+                    a = start[s]
+                    if blob[a : a + n] == kb:
+                        return s
+            elif spare < 0:
+                spare = i
+            i = (i + 1) & mask
+        if self.free:
+            slot = self.free.pop()
+        else:
+            slot = len(start)
+            start.append(-1)
+            klen.append(0)
+            self.plen.append(0)
+        start[slot], klen[slot], self.plen[slot] = len(blob), n, 0
+        blob += kb
         self.count += 1
+        if spare >= 0:
+            cells[spare] = slot
+        elif (self.filled + 1) * 3 > len(cells) * 2:
+            self._rebuild()  # places the new slot too
+        else:
+            cells[i] = slot
+            self.filled += 1
+        return slot
 
     def remove(self, key: str) -> int:
         """Free the slot of ``key`` and return it (-1 if ``key`` is not held)."""
@@ -328,6 +353,7 @@ class SlotTable:
         self._drop(s)
         start[s] = -1
         klen[s] = self.plen[s] = 0
+        self.free.append(s)
         return s
 
     def key(self, slot: int) -> str | None:
@@ -379,27 +405,21 @@ class SlotTable:
         start[dropped] = -1
         self.blob, self.garbage = blob, 0
 
-    def _place(self, h: int, slot: int) -> None:
-        cells = self.cells
-        mask = len(cells) - 1
-        i = h & mask
-        while cells[i] >= 0:
-            i = (i + 1) & mask
-        if cells[i] == _EMPTY:
-            self.filled += 1
-        cells[i] = slot
-
     def _rebuild(self) -> None:
-        """The cells rebuilt from the held slots, at most 1/3 full (with one more key)."""
+        """The cells rebuilt from the held slots, at most 1/3 full."""
         size = 8
-        while size < (self.count + 1) * 3:
+        while size < self.count * 3:
             size *= 2
-        self.cells, self.filled = array("i", [_EMPTY]) * size, 0
-        key = self.key
-        for s in range(len(self.start)):
-            k = key(s)
-            if k is not None:
-                self._place(hash(k), s)
+        cells = array("i", [_EMPTY]) * size
+        mask, blob, start, klen = size - 1, self.blob, self.start, self.klen
+        for s in range(len(start)):
+            a = start[s]
+            if a >= 0:
+                i = hash(blob[a : a + klen[s]].decode("utf-8", "surrogatepass")) & mask
+                while cells[i] != _EMPTY:
+                    i = (i + 1) & mask
+                cells[i] = s
+        self.cells, self.filled = cells, self.count
 
 
 class CompactIndex(DueIndex):
@@ -430,8 +450,6 @@ class CompactIndex(DueIndex):
         self._shared = shared or SharedValues()
         self._bucket_s = bucket_s
         self._keys = SlotTable()  # each slot's key and payload, each key's slot
-        self._size = 0  # slots used or freed; the columns have room for more
-        self._free: list[int] = []
         self._rest = array("i")
         self._plan = array("i")
         self._version = array("q")
@@ -475,10 +493,9 @@ class CompactIndex(DueIndex):
     def put(self, key: str, entry: TriggerEntry) -> None:
         slot = self._hot_slots.get(key)
         if slot is None:
-            slot = self._keys.find(key)
-            if slot < 0:
-                slot = self._new_slot(key)
-            self._hot_slots[key] = slot
+            slot = self._hot_slots[key] = self._keys.take(key)
+            if slot >= len(self._due):
+                self._grow()
         self._hot[key] = entry
         due = entry.due_ts
         if due is None:
@@ -512,7 +529,6 @@ class CompactIndex(DueIndex):
         self._due[slot] = _NAN
         for sparse in (self._paused, self._applied, self._odd_ids):
             sparse.pop(slot, None)
-        self._free.append(slot)
 
     def earliest_due(self) -> float | None:
         live = self._live
@@ -610,20 +626,8 @@ class CompactIndex(DueIndex):
         made.clear()
 
     # --- slots ----------------------------------------------------------------------------
-    def _new_slot(self, key: str) -> int:
-        if self._free:
-            slot = self._free.pop()
-        else:
-            slot = self._size
-            self._size += 1
-            if slot == len(self._due):
-                self._grow()
-        self._keys.add(key, slot)
-        return slot
-
     def _grow(self) -> None:
         """Room for ``_GROW`` more slots in every column (one call per column, not per slot)."""
-        self._keys.grow(_GROW)
         for column in (self._rest, self._plan):
             column.extend(_NO_IDS)
         for column in (self._version, self._authored, self._fired):

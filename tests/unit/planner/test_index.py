@@ -272,7 +272,7 @@ KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["add", "remove", "payload"]),
+            st.sampled_from(["take", "remove", "payload"]),
             st.integers(0, 11),
             st.integers(0, 40),  # payload kB
         ),
@@ -283,24 +283,29 @@ KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size
 )
 def test_slot_table_agrees_with_a_dict(ops: list[tuple[str, int, bytes]], keys: list[str]) -> None:
     """The compact index's :class:`SlotTable` (keys and payloads in one buffer, an
-    open-addressing table of slots) under random adds, removes and payload changes, past its
+    open-addressing table of slots) under random takes, removes and payload changes, past its
     table's growths and rebuilds with removal marks and its buffer's compactions (payloads up to
     40 kB): every key's slot, key and payload are what a dict of them says."""
     table = SlotTable()
-    table.grow(64)
     model: dict[str, tuple[int, bytes]] = {}
-    free = list(range(64))
+    freed: set[int] = set()
     for op, i, kb in ops:
         key, payload = keys[i], bytes([kb]) * (kb * 1000 + kb % 3)
-        if op == "add" and key not in model:
-            slot = free.pop()
-            table.add(key, slot)
-            model[key] = (slot, b"")
+        if op == "take":
+            slot = table.take(key)
+            if key in model:
+                assert slot == model[key][0]
+            else:
+                assert slot not in {s for s, _ in model.values()}
+                assert slot in freed or slot == table.size - 1  # a freed slot first
+                assert not freed or slot in freed
+                freed.discard(slot)
+                model[key] = (slot, b"")
         elif op == "remove":
             slot = table.remove(key)
             assert slot == (model.pop(key)[0] if key in model else -1)
             if slot >= 0:
-                free.append(slot)
+                freed.add(slot)
         elif op == "payload" and key in model:
             table.set_payload(model[key][0], payload)
             model[key] = (model[key][0], payload)
@@ -311,5 +316,5 @@ def test_slot_table_agrees_with_a_dict(ops: list[tuple[str, int, bytes]], keys: 
             assert table.find(k) == slot
             if slot >= 0:
                 assert table.key(slot) == k and table.payload(slot) == held
-    for slot in free:
+    for slot in freed:
         assert table.key(slot) is None
