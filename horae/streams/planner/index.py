@@ -19,6 +19,7 @@ Both drop stale due times lazily: a trigger is due at the time it was last :meth
 from __future__ import annotations
 
 import heapq
+import weakref
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Hashable, Iterator, Mapping
@@ -242,6 +243,28 @@ class _Interned(Generic[K, V]):
             self.free.append(i)
 
 
+class _Parts:
+    """The rests and plans the compact indexes of one planner share (one per
+    :class:`SharedValues`: its shared value objects are what they are interned by)."""
+
+    __slots__ = ("plans", "rests")
+
+    def __init__(self) -> None:
+        self.rests: _Interned[tuple[object, ...], Rest] = _Interned()
+        self.plans: _Interned[int, Plan] = _Interned()
+
+    def release_all(self, rests: array[int], plans: array[int]) -> None:
+        """Release the parts an index's slots use (the index is gone)."""
+        for column, table in ((rests, self.rests), (plans, self.plans)):
+            release = table.release
+            for i in column:
+                if i >= 0:
+                    release(i)
+
+
+_PARTS: weakref.WeakKeyDictionary[SharedValues, _Parts] = weakref.WeakKeyDictionary()
+
+
 _EMPTY, _REMOVED = -1, -2  # a SlotTable cell's marks
 
 
@@ -425,7 +448,8 @@ class SlotTable:
 class CompactIndex(DueIndex):
     """The ``compact`` representation (see the module docstring).
 
-    Per slot: the trigger's key, its payload, and in typed arrays its definition's version and
+    Per slot: the trigger's key and payload (a :class:`SlotTable`, which also finds a key's
+    slot), and in typed arrays its definition's version and
     authoring time (µs), the ids of its *rest* (tenant, state, target, author, role, content
     type, quotas, description, labels) and of its *plan* (recurrence and policies, with their
     compiled spec and schedule), its next instant, last decided instant, fired count and due
@@ -434,7 +458,9 @@ class CompactIndex(DueIndex):
     identity of its value objects, made the shared ones by the planner's
     :class:`~horae.streams.planner.sharing.SharedValues` as the definition is packed (the decider
     hands a compact index's entries the definition as received, not a shared copy); each part is
-    held while a slot uses it.
+    held while a slot uses it, in tables the compact indexes of one planner (one
+    :class:`~horae.streams.planner.sharing.SharedValues`) share: a partition's index releases
+    its slots' uses when it is removed from memory.
 
     Due times: a dict of 60-second buckets (arrays of slots and due times; each bucket's least
     due time kept), a heap of bucket numbers, and, for the buckets :meth:`pop_due` has reached,
@@ -461,8 +487,12 @@ class CompactIndex(DueIndex):
         self._paused: dict[int, float] = {}
         self._applied: dict[int, tuple[AppliedCommand, ...]] = {}
         self._odd_ids: dict[int, str] = {}  # trigger ids that are not their key's tail
-        self._rests: _Interned[tuple[object, ...], Rest] = _Interned()
-        self._plans: _Interned[int, Plan] = _Interned()
+        parts = _PARTS.get(self._shared)
+        if parts is None:
+            parts = _PARTS[self._shared] = _Parts()
+        self._rests, self._plans = parts.rests, parts.plans
+        # the parts this index's slots use are released when the index is gone
+        weakref.finalize(self, parts.release_all, self._rest, self._plan).atexit = False
         self._times: dict[int, datetime] = {}  # authoring times built, by µs
         self._hot: dict[str, TriggerEntry] = {}
         self._hot_slots: dict[str, int] = {}  # each hot entry's slot

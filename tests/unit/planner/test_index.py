@@ -4,6 +4,7 @@ compared operation by operation on random sequences."""
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -318,3 +319,28 @@ def test_slot_table_agrees_with_a_dict(ops: list[tuple[str, int, bytes]], keys: 
                 assert table.key(slot) == k and table.payload(slot) == held
     for slot in freed:
         assert table.key(slot) is None
+
+
+def test_the_compact_indexes_of_a_planner_share_their_plans_until_dropped() -> None:
+    """The parts of definitions (plans: recurrence and policies with their compiled schedule;
+    rests) are interned once per planner (its SharedValues), used by every partition's compact
+    index, and released when the slots using them are removed or their index is dropped."""
+    shared = SharedValues()
+    a, b = CompactIndex(0, shared), CompactIndex(1, shared)
+    a.put("acme/a", _entry("a", T0 + 60))
+    b.put("acme/b", _entry("b", T0 + 60))
+    b.put("acme/c", _entry("c", T0 + 60, description="other rest"))
+    a.settle()
+    b.settle()
+    plans, rests = a._plans, a._rests
+    assert plans is b._plans and rests is b._rests and CompactIndex(2)._plans is not plans
+    assert len(plans.ids) == 1 and list(plans.uses) == [3] and len(rests.ids) == 2
+    assert b.get("acme/c") == _entry("c", T0 + 60, description="other rest")
+    del a
+    gc.collect()
+    assert list(plans.uses) == [2] and len(rests.ids) == 2
+    b.remove("acme/b")
+    assert list(plans.uses) == [1] and len(rests.ids) == 1
+    del b
+    gc.collect()
+    assert not plans.ids and not rests.ids
