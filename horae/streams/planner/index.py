@@ -4,9 +4,11 @@ One contract (:class:`DueIndex`), two representations, chosen per process by :da
 (setting ``planner.index``, env ``HORAE_PLANNER_INDEX``; the planner's unit tests run both):
 
 - ``compact`` (:class:`CompactIndex`): per trigger a slot in typed arrays
-  (``array``) of its numbers, two ids of interned parts of its definition shared by the triggers
-  that agree on them, its key and payload; due times in a timing wheel of 60-second buckets
-  (arrays of slots and due times), only the buckets that came due in a heap of tuples. A
+  (``array``) of its numbers and two ids of interned parts of its definition shared by the
+  triggers that agree on them (and by the partitions of a planner); its key and payload in one
+  buffer with an open-addressing table of slots (:class:`SlotTable`): no Python object per
+  trigger; due times in a timing wheel of hour-wide buckets split into 60-second ones as they
+  come near (arrays of slots and due times), only the buckets that came due in tuples. A
   :class:`TriggerEntry` is built when asked for (:meth:`DueIndex.get`, :meth:`DueIndex.pop_due`)
   and packed back at :meth:`DueIndex.settle`.
 - ``objects`` (:class:`ObjectsIndex`, the default): a dict of :class:`TriggerEntry` objects and
@@ -198,6 +200,7 @@ _MICROSECOND = timedelta(microseconds=1)
 _new = object.__new__
 _NO_LABELS: Mapping[str, str] = {}  # packed definitions are frozen: one empty mapping serves all
 BUCKET_S = 60  # the compact index's timing-wheel bucket width
+FAR_S = 3600  # the width of its buckets far ahead, split into BUCKET_S ones when reached
 _GROW = 1024  # slots added to the columns at a time
 _MIN_GARBAGE = 1 << 16  # bytes of garbage in a SlotTable's buffer before it is compacted
 _NO_IDS = array("i", [-1]) * _GROW
@@ -462,19 +465,29 @@ class CompactIndex(DueIndex):
     :class:`~horae.streams.planner.sharing.SharedValues`) share: a partition's index releases
     its slots' uses when it is removed from memory.
 
-    Due times: a dict of 60-second buckets (arrays of slots and due times; each bucket's least
-    due time kept), a heap of bucket numbers, and, for the buckets :meth:`pop_due` has reached,
-    a heap of ``(due, key, slot)``. Entries got or popped are kept (``_hot``) until
-    :meth:`settle` writes them back; a definition is decomposed again only if it was replaced."""
+    Due times: far ahead, a dict of hour-wide buckets (arrays of slots and due times) and a heap
+    of their numbers; the first is split into 60-second buckets (alike, each bucket's least due
+    time kept, and a heap of their numbers) when :meth:`earliest_due` or :meth:`pop_due` reaches
+    it, so that due times spread far ahead cost few bucket objects; for the buckets
+    :meth:`pop_due` has reached, a sorted list and a heap of ``(due, key, slot)``. Entries got
+    or popped are kept (``_hot``) until :meth:`settle` writes them back; a definition is
+    decomposed again only if it was replaced."""
 
     def __init__(
-        self, partition: int, shared: SharedValues | None = None, bucket_s: int = BUCKET_S
+        self,
+        partition: int,
+        shared: SharedValues | None = None,
+        bucket_s: int = BUCKET_S,
+        far_s: int = FAR_S,
     ) -> None:
         """``shared``: the planner's shared values, through which the parts of a definition
-        packed are shared (the decider's)."""
+        packed are shared (the decider's); ``far_s``: a multiple of ``bucket_s``."""
+        if far_s % bucket_s:
+            raise ValueError(f"far_s {far_s} is not a multiple of bucket_s {bucket_s}")
         super().__init__(partition)
         self._shared = shared or SharedValues()
         self._bucket_s = bucket_s
+        self._far_s = far_s
         self._keys = SlotTable()  # each slot's key and payload, each key's slot
         self._rest = array("i")
         self._plan = array("i")
@@ -506,6 +519,11 @@ class CompactIndex(DueIndex):
         self._at = 0
         self._near: list[tuple[float, str, int]] = []
         self._opened = -(2**62)  # buckets up to this one are in ``_run`` or ``_near``
+        #: positions in far buckets (``far_s`` wide, numbered past ``_split``), split into
+        #: buckets when :meth:`earliest_due` or :meth:`pop_due` reaches them
+        self._far: dict[int, tuple[array[int], array[float]]] = {}
+        self._far_heap: list[int] = []
+        self._split = -(2**62)
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -530,9 +548,24 @@ class CompactIndex(DueIndex):
         due = entry.due_ts
         if due is None:
             return
+        f = int(due // self._far_s)
+        if f > self._split:
+            far = self._far.get(f)
+            if far is None:
+                self._far[f] = (array("i", (slot,)), array("d", (due,)))
+                heapq.heappush(self._far_heap, f)
+            else:
+                far[0].append(slot)
+                far[1].append(due)
+            return
+        self._place(slot, due, key)
+
+    def _place(self, slot: int, due: float, key: str | None) -> None:
+        """The position ``(due, slot)`` in its bucket (or ``_near``), ``key`` the slot's (None:
+        looked up if needed)."""
         m = int(due // self._bucket_s)
         if m <= self._opened:
-            heapq.heappush(self._near, (due, key, slot))
+            heapq.heappush(self._near, (due, key or self._keys.key(slot) or "", slot))
             return
         bucket = self._buckets.get(m)
         if bucket is None:
@@ -561,6 +594,14 @@ class CompactIndex(DueIndex):
             sparse.pop(slot, None)
 
     def earliest_due(self) -> float | None:
+        while True:
+            found = self._earliest_near()
+            if found is not None or not self._far_heap:
+                return found
+            self._split_far(heapq.heappop(self._far_heap))
+
+    def _earliest_near(self) -> float | None:
+        """The earliest live position not in a far bucket (earlier than any in one)."""
         live = self._live
         run, near = self._run, self._near
         while self._at < len(run) and not live(run[self._at][2], run[self._at][0]):
@@ -581,6 +622,10 @@ class CompactIndex(DueIndex):
         return None
 
     def pop_due(self, until: float, limit: int) -> Iterator[tuple[str, TriggerEntry]]:
+        far = self._far_heap
+        if far and far[0] <= until // self._far_s:
+            while far and far[0] <= until // self._far_s:
+                self._split_far(heapq.heappop(far))
         last = int(until // self._bucket_s)
         if self._bucket_heap and self._bucket_heap[0] <= last:
             self._open(last)
@@ -743,6 +788,15 @@ class CompactIndex(DueIndex):
             if entry is not None:
                 return entry.due_ts == due
         return self._due[slot] == due
+
+    def _split_far(self, f: int) -> None:
+        """Far bucket ``f`` (the first one left) split into buckets: its live positions."""
+        slots, dues = self._far.pop(f)
+        self._split = f
+        live, place = self._live, self._place
+        for s, d in zip(slots, dues, strict=True):
+            if live(s, d):
+                place(s, d, None)
 
     def _prune(self, m: int) -> bool:
         """Drop bucket ``m``'s stale positions; False (and the bucket dropped) if none is left."""

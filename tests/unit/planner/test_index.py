@@ -8,6 +8,7 @@ import gc
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -175,15 +176,17 @@ OPS = st.lists(
 )
 
 
+@pytest.mark.parametrize("far_s", [3600, 120])
 @settings(max_examples=200, deadline=None)
-@given(OPS)
+@given(ops=OPS)
 def test_both_representations_agree_operation_by_operation(
-    ops: list[tuple[str, int, int | None]],
+    ops: list[tuple[str, int, int | None]], far_s: int
 ) -> None:
-    """Random puts (due times spread over several timing-wheel buckets), due times changed
-    without a put, removals, pops with limits (popped triggers put back later, at the same time,
-    not due, or not at all), settles: every answer is the same."""
-    indexes = [CompactIndex(0, bucket_s=60), ObjectsIndex(0)]
+    """Random puts (due times spread over several timing-wheel buckets, and with ``far_s`` 120
+    over several far buckets split as they are reached), due times changed without a put,
+    removals, pops with limits (popped triggers put back later, at the same time, not due, or
+    not at all), settles: every answer is the same."""
+    indexes = [CompactIndex(0, bucket_s=60, far_s=far_s), ObjectsIndex(0)]
     entries = [_entry(f"t{i}", None) for i in range(8)]
     for op, a, b in ops:
         answers = []
