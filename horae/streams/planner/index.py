@@ -101,6 +101,7 @@ class DueIndex(ABC):
       live positions at or before ``until`` in ``(t, key)`` order and yields their triggers, up
       to ``limit``, each once a call; the caller puts each back.
     - :meth:`remove` forgets a trigger; ``len()`` counts the triggers held.
+    - :meth:`reserve` is a hint: about ``n`` triggers are about to be put (a rebuild's).
     - :meth:`settle` ends a batch (the planner calls it once per loop iteration and per trigger a
       rebuild restores): the representation may pack the entries away.
 
@@ -137,6 +138,9 @@ class DueIndex(ABC):
 
     @abstractmethod
     def settle(self) -> None: ...
+
+    @abstractmethod
+    def reserve(self, n: int) -> None: ...
 
 
 class ObjectsIndex(DueIndex):
@@ -189,6 +193,9 @@ class ObjectsIndex(DueIndex):
 
     def settle(self) -> None:
         """Nothing to pack: the entries are the representation."""
+
+    def reserve(self, n: int) -> None:
+        """Nothing to reserve: the dict grows as it goes."""
 
 
 K = TypeVar("K", bound=Hashable)
@@ -305,9 +312,17 @@ class SlotTable:
     def size(self) -> int:
         return len(self.start)
 
+    def reserve(self, n: int) -> None:
+        """Cells for ``n`` keys without a rebuild (when fewer are held than that)."""
+        if (n + 1) * 3 > len(self.cells) * 2 and self.count * 3 <= len(self.cells) * 2:
+            self._rebuild(n)
+
     def find(self, key: str) -> int:
         """The slot of ``key``, or -1."""
-        kb = key.encode("utf-8", "surrogatepass")
+        try:
+            kb = key.encode()
+        except UnicodeEncodeError:  # a lone surrogate (no key decoded from a record has one)
+            kb = key.encode("utf-8", "surrogatepass")
         n, cells, klen, start, blob = len(kb), self.cells, self.klen, self.start, self.blob
         mask = len(cells) - 1
         i = hash(key) & mask
@@ -323,7 +338,10 @@ class SlotTable:
 
     def take(self, key: str) -> int:
         """The slot of ``key``: a free one (with no payload) if ``key`` is not held."""
-        kb = key.encode("utf-8", "surrogatepass")
+        try:
+            kb = key.encode()
+        except UnicodeEncodeError:  # a lone surrogate (no key decoded from a record has one)
+            kb = key.encode("utf-8", "surrogatepass")
         n, cells, klen, start, blob = len(kb), self.cells, self.klen, self.start, self.blob
         mask = len(cells) - 1
         i = hash(key) & mask
@@ -342,12 +360,12 @@ class SlotTable:
             i = (i + 1) & mask
         if self.free:
             slot = self.free.pop()
+            start[slot], klen[slot] = len(blob), n  # a free slot has no payload
         else:
             slot = len(start)
-            start.append(-1)
-            klen.append(0)
+            start.append(len(blob))
+            klen.append(n)
             self.plen.append(0)
-        start[slot], klen[slot], self.plen[slot] = len(blob), n, 0
         blob += kb
         self.count += 1
         if spare >= 0:
@@ -361,7 +379,10 @@ class SlotTable:
 
     def remove(self, key: str) -> int:
         """Free the slot of ``key`` and return it (-1 if ``key`` is not held)."""
-        kb = key.encode("utf-8", "surrogatepass")
+        try:
+            kb = key.encode()
+        except UnicodeEncodeError:  # a lone surrogate (no key decoded from a record has one)
+            kb = key.encode("utf-8", "surrogatepass")
         n, cells, klen, start, blob = len(kb), self.cells, self.klen, self.start, self.blob
         mask = len(cells) - 1
         i = hash(key) & mask
@@ -431,10 +452,10 @@ class SlotTable:
         start[dropped] = -1
         self.blob, self.garbage = blob, 0
 
-    def _rebuild(self) -> None:
-        """The cells rebuilt from the held slots, at most 1/3 full."""
+    def _rebuild(self, n: int = 0) -> None:
+        """The cells rebuilt from the held slots, at most 1/3 full (2/3 with ``n`` keys)."""
         size = 8
-        while size < self.count * 3:
+        while size < self.count * 3 or size * 2 < n * 3:
             size *= 2
         cells = array("i", [_EMPTY]) * size
         mask, blob, start, klen = size - 1, self.blob, self.start, self.klen
@@ -675,6 +696,9 @@ class CompactIndex(DueIndex):
                 run.clear()
                 self._at = 0
 
+    def reserve(self, n: int) -> None:
+        self._keys.reserve(n)
+
     def settle(self) -> None:
         slots, made = self._hot_slots, self._made
         nxt_col, last_col, fired_col, due_col = self._next, self._last, self._fired, self._due
@@ -741,7 +765,8 @@ class CompactIndex(DueIndex):
         self._rest[slot], self._plan[slot] = rest, plan
         self._version[slot] = d.version
         self._authored[slot] = (d.authored_at - _EPOCH) // _MICROSECOND
-        self._keys.set_payload(slot, d.payload)
+        if d.payload or self._keys.plen[slot]:
+            self._keys.set_payload(slot, d.payload)
         if len(key) == len(tenant) + 1 + len(d.trigger_id) and key.endswith(d.trigger_id):
             self._odd_ids.pop(slot, None)
         else:
