@@ -4,9 +4,11 @@ One contract (:class:`DueIndex`), two representations, chosen per process by :da
 (setting ``planner.index``, env ``HORAE_PLANNER_INDEX``; the planner's unit tests run both):
 
 - ``compact`` (:class:`CompactIndex`): per trigger a slot in typed arrays
-  (``array``) of its numbers, two ids of interned parts of its definition shared by the triggers
-  that agree on them, its key and payload; due times in a timing wheel of 60-second buckets
-  (arrays of slots and due times), only the buckets that came due in a heap of tuples. A
+  (``array``) of its numbers and two ids of interned parts of its definition shared by the
+  triggers that agree on them (and by the partitions of a planner); its key and payload in one
+  buffer with an open-addressing table of slots (:class:`SlotTable`): no Python object per
+  trigger; due times in a timing wheel of hour-wide buckets split into 60-second ones as they
+  come near (arrays of slots and due times), only the buckets that came due in tuples. A
   :class:`TriggerEntry` is built when asked for (:meth:`DueIndex.get`, :meth:`DueIndex.pop_due`)
   and packed back at :meth:`DueIndex.settle`.
 - ``objects`` (:class:`ObjectsIndex`, the default): a dict of :class:`TriggerEntry` objects and
@@ -19,6 +21,7 @@ Both drop stale due times lazily: a trigger is due at the time it was last :meth
 from __future__ import annotations
 
 import heapq
+import weakref
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Hashable, Iterator, Mapping
@@ -98,6 +101,7 @@ class DueIndex(ABC):
       live positions at or before ``until`` in ``(t, key)`` order and yields their triggers, up
       to ``limit``, each once a call; the caller puts each back.
     - :meth:`remove` forgets a trigger; ``len()`` counts the triggers held.
+    - :meth:`reserve` is a hint: about ``n`` triggers are about to be put (a rebuild's).
     - :meth:`settle` ends a batch (the planner calls it once per loop iteration and per trigger a
       rebuild restores): the representation may pack the entries away.
 
@@ -134,6 +138,9 @@ class DueIndex(ABC):
 
     @abstractmethod
     def settle(self) -> None: ...
+
+    @abstractmethod
+    def reserve(self, n: int) -> None: ...
 
 
 class ObjectsIndex(DueIndex):
@@ -187,6 +194,9 @@ class ObjectsIndex(DueIndex):
     def settle(self) -> None:
         """Nothing to pack: the entries are the representation."""
 
+    def reserve(self, n: int) -> None:
+        """Nothing to reserve: the dict grows as it goes."""
+
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -197,7 +207,9 @@ _MICROSECOND = timedelta(microseconds=1)
 _new = object.__new__
 _NO_LABELS: Mapping[str, str] = {}  # packed definitions are frozen: one empty mapping serves all
 BUCKET_S = 60  # the compact index's timing-wheel bucket width
+FAR_S = 3600  # the width of its buckets far ahead, split into BUCKET_S ones when reached
 _GROW = 1024  # slots added to the columns at a time
+_MIN_GARBAGE = 1 << 16  # bytes of garbage in a SlotTable's buffer before it is compacted
 _NO_IDS = array("i", [-1]) * _GROW
 _ZEROS = array("q", [0]) * _GROW
 _NONES = array("q", [_NONE]) * _GROW
@@ -241,10 +253,227 @@ class _Interned(Generic[K, V]):
             self.free.append(i)
 
 
+class _Parts:
+    """The rests and plans the compact indexes of one planner share (one per
+    :class:`SharedValues`: its shared value objects are what they are interned by)."""
+
+    __slots__ = ("plans", "rests")
+
+    def __init__(self) -> None:
+        self.rests: _Interned[tuple[object, ...], Rest] = _Interned()
+        self.plans: _Interned[int, Plan] = _Interned()
+
+    def release_all(self, rests: array[int], plans: array[int]) -> None:
+        """Release the parts an index's slots use (the index is gone)."""
+        for column, table in ((rests, self.rests), (plans, self.plans)):
+            release = table.release
+            for i in column:
+                if i >= 0:
+                    release(i)
+
+
+_PARTS: weakref.WeakKeyDictionary[SharedValues, _Parts] = weakref.WeakKeyDictionary()
+
+
+_EMPTY, _REMOVED = -1, -2  # a SlotTable cell's marks
+
+
+class SlotTable:
+    """The slots of a compact index: which are held, by which key, with which payload, without a
+    Python object per slot.
+
+    ``blob`` holds each slot's record, its key (UTF-8) then its payload; per slot, in typed
+    arrays, where its record starts (-1: the slot is free) and the lengths of its key and
+    payload. A record replaced or freed is garbage in ``blob`` until the buffer is compacted,
+    when the garbage is more than half of it (and at least ``_MIN_GARBAGE``). ``cells`` is an
+    open-addressing hash table with linear probing: a cell holds a slot, ``_EMPTY`` or
+    ``_REMOVED`` (a slot was removed there: probes go on past it); a key's probes start at its
+    ``hash``. Its size is a power of two, rebuilt twice as large (or as small as the slots
+    held allow) when more than 2/3 of its cells are not empty. A freed slot is the next one
+    taken; ``size`` counts the slots ever taken (the index's columns have room for them)."""
+
+    __slots__ = ("blob", "cells", "count", "filled", "free", "garbage", "klen", "plen", "start")
+
+    def __init__(self) -> None:
+        self.blob = bytearray()
+        self.start = array("q")
+        self.klen = array("i")
+        self.plen = array("i")
+        self.free: list[int] = []
+        self.cells = array("i", [_EMPTY]) * 8
+        self.count = 0  # keys held
+        self.filled = 0  # cells not empty
+        self.garbage = 0  # bytes of blob no slot's record
+
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def size(self) -> int:
+        return len(self.start)
+
+    def reserve(self, n: int) -> None:
+        """Cells for ``n`` keys without a rebuild (when fewer are held than that)."""
+        if (n + 1) * 3 > len(self.cells) * 2 and self.count * 3 <= len(self.cells) * 2:
+            self._rebuild(n)
+
+    def find(self, key: str) -> int:
+        """The slot of ``key``, or -1."""
+        try:
+            kb = key.encode()
+        except UnicodeEncodeError:  # a lone surrogate (no key decoded from a record has one)
+            kb = key.encode("utf-8", "surrogatepass")
+        n, cells, klen, start, blob = len(kb), self.cells, self.klen, self.start, self.blob
+        mask = len(cells) - 1
+        i = hash(key) & mask
+        while True:
+            s = cells[i]
+            if s == _EMPTY:
+                return -1
+            if s >= 0 and klen[s] == n:
+                a = start[s]
+                if blob[a : a + n] == kb:
+                    return s
+            i = (i + 1) & mask
+
+    def take(self, key: str) -> int:
+        """The slot of ``key``: a free one (with no payload) if ``key`` is not held."""
+        try:
+            kb = key.encode()
+        except UnicodeEncodeError:  # a lone surrogate (no key decoded from a record has one)
+            kb = key.encode("utf-8", "surrogatepass")
+        n, cells, klen, start, blob = len(kb), self.cells, self.klen, self.start, self.blob
+        mask = len(cells) - 1
+        i = hash(key) & mask
+        spare = -1  # the first removal mark on the way
+        while True:
+            s = cells[i]
+            if s == _EMPTY:
+                break
+            if s >= 0:
+                if klen[s] == n:
+                    a = start[s]
+                    if blob[a : a + n] == kb:
+                        return s
+            elif spare < 0:
+                spare = i
+            i = (i + 1) & mask
+        if self.free:
+            slot = self.free.pop()
+            start[slot], klen[slot] = len(blob), n  # a free slot has no payload
+        else:
+            slot = len(start)
+            start.append(len(blob))
+            klen.append(n)
+            self.plen.append(0)
+        blob += kb
+        self.count += 1
+        if spare >= 0:
+            cells[spare] = slot
+        elif (self.filled + 1) * 3 > len(cells) * 2:
+            self._rebuild()  # places the new slot too
+        else:
+            cells[i] = slot
+            self.filled += 1
+        return slot
+
+    def remove(self, key: str) -> int:
+        """Free the slot of ``key`` and return it (-1 if ``key`` is not held)."""
+        try:
+            kb = key.encode()
+        except UnicodeEncodeError:  # a lone surrogate (no key decoded from a record has one)
+            kb = key.encode("utf-8", "surrogatepass")
+        n, cells, klen, start, blob = len(kb), self.cells, self.klen, self.start, self.blob
+        mask = len(cells) - 1
+        i = hash(key) & mask
+        while True:
+            s = cells[i]
+            if s == _EMPTY:
+                return -1
+            if s >= 0 and klen[s] == n:
+                a = start[s]
+                if blob[a : a + n] == kb:
+                    break
+            i = (i + 1) & mask
+        cells[i] = _REMOVED
+        self.count -= 1
+        self._drop(s)
+        start[s] = -1
+        klen[s] = self.plen[s] = 0
+        self.free.append(s)
+        return s
+
+    def key(self, slot: int) -> str | None:
+        """The key of ``slot``, None if it is free."""
+        a = self.start[slot]
+        if a < 0:
+            return None
+        return self.blob[a : a + self.klen[slot]].decode("utf-8", "surrogatepass")
+
+    def payload(self, slot: int) -> bytes:
+        """The payload of the held ``slot``."""
+        n = self.plen[slot]
+        if not n:
+            return b""
+        a = self.start[slot] + self.klen[slot]
+        return bytes(self.blob[a : a + n])
+
+    def set_payload(self, slot: int, payload: bytes) -> None:
+        """Make ``payload`` the held ``slot``'s."""
+        blob, a, k, n = self.blob, self.start[slot], self.klen[slot], self.plen[slot]
+        if n == len(payload) and (not n or blob[a + k : a + k + n] == payload):
+            return
+        if a + k + n == len(blob):  # the last record: rewritten in place
+            del blob[a + k :]
+        else:
+            record = blob[a : a + k]
+            self._drop(slot)  # may compact: a new buffer, without this record
+            blob = self.blob
+            self.start[slot] = len(blob)
+            blob += record
+        blob += payload
+        self.plen[slot] = len(payload)
+
+    def _drop(self, slot: int) -> None:
+        """Count ``slot``'s record as garbage; compact ``blob`` when that is more than half."""
+        self.garbage += self.klen[slot] + self.plen[slot]
+        if self.garbage >= _MIN_GARBAGE and self.garbage * 2 > len(self.blob):
+            self._compact(slot)
+
+    def _compact(self, dropped: int) -> None:
+        """``blob`` with the records of the held slots only (``dropped``'s is left out)."""
+        old, blob = self.blob, bytearray()
+        start, klen, plen = self.start, self.klen, self.plen
+        for s in range(len(start)):
+            a = start[s]
+            if a >= 0 and s != dropped:
+                start[s] = len(blob)
+                blob += old[a : a + klen[s] + plen[s]]
+        start[dropped] = -1
+        self.blob, self.garbage = blob, 0
+
+    def _rebuild(self, n: int = 0) -> None:
+        """The cells rebuilt from the held slots, at most 1/3 full (2/3 with ``n`` keys)."""
+        size = 8
+        while size < self.count * 3 or size * 2 < n * 3:
+            size *= 2
+        cells = array("i", [_EMPTY]) * size
+        mask, blob, start, klen = size - 1, self.blob, self.start, self.klen
+        for s in range(len(start)):
+            a = start[s]
+            if a >= 0:
+                i = hash(blob[a : a + klen[s]].decode("utf-8", "surrogatepass")) & mask
+                while cells[i] != _EMPTY:
+                    i = (i + 1) & mask
+                cells[i] = s
+        self.cells, self.filled = cells, self.count
+
+
 class CompactIndex(DueIndex):
     """The ``compact`` representation (see the module docstring).
 
-    Per slot: the trigger's key, its payload, and in typed arrays its definition's version and
+    Per slot: the trigger's key and payload (a :class:`SlotTable`, which also finds a key's
+    slot), and in typed arrays its definition's version and
     authoring time (µs), the ids of its *rest* (tenant, state, target, author, role, content
     type, quotas, description, labels) and of its *plan* (recurrence and policies, with their
     compiled spec and schedule), its next instant, last decided instant, fired count and due
@@ -253,26 +482,34 @@ class CompactIndex(DueIndex):
     identity of its value objects, made the shared ones by the planner's
     :class:`~horae.streams.planner.sharing.SharedValues` as the definition is packed (the decider
     hands a compact index's entries the definition as received, not a shared copy); each part is
-    held while a slot uses it.
+    held while a slot uses it, in tables the compact indexes of one planner (one
+    :class:`~horae.streams.planner.sharing.SharedValues`) share: a partition's index releases
+    its slots' uses when it is removed from memory.
 
-    Due times: a dict of 60-second buckets (arrays of slots and due times; each bucket's least
-    due time kept), a heap of bucket numbers, and, for the buckets :meth:`pop_due` has reached,
-    a heap of ``(due, key, slot)``. Entries got or popped are kept (``_hot``) until
-    :meth:`settle` writes them back; a definition is decomposed again only if it was replaced."""
+    Due times: far ahead, a dict of hour-wide buckets (arrays of slots and due times) and a heap
+    of their numbers; the first is split into 60-second buckets (alike, each bucket's least due
+    time kept, and a heap of their numbers) when :meth:`earliest_due` or :meth:`pop_due` reaches
+    it, so that due times spread far ahead cost few bucket objects; for the buckets
+    :meth:`pop_due` has reached, a sorted list and a heap of ``(due, key, slot)``. Entries got
+    or popped are kept (``_hot``) until :meth:`settle` writes them back; a definition is
+    decomposed again only if it was replaced."""
 
     def __init__(
-        self, partition: int, shared: SharedValues | None = None, bucket_s: int = BUCKET_S
+        self,
+        partition: int,
+        shared: SharedValues | None = None,
+        bucket_s: int = BUCKET_S,
+        far_s: int = FAR_S,
     ) -> None:
         """``shared``: the planner's shared values, through which the parts of a definition
-        packed are shared (the decider's)."""
+        packed are shared (the decider's); ``far_s``: a multiple of ``bucket_s``."""
+        if far_s % bucket_s:
+            raise ValueError(f"far_s {far_s} is not a multiple of bucket_s {bucket_s}")
         super().__init__(partition)
         self._shared = shared or SharedValues()
         self._bucket_s = bucket_s
-        self._slots: dict[str, int] = {}
-        self._size = 0  # slots used or freed; the columns have room for more
-        self._keys: list[str | None] = []
-        self._payload: list[bytes] = []
-        self._free: list[int] = []
+        self._far_s = far_s
+        self._keys = SlotTable()  # each slot's key and payload, each key's slot
         self._rest = array("i")
         self._plan = array("i")
         self._version = array("q")
@@ -284,10 +521,15 @@ class CompactIndex(DueIndex):
         self._paused: dict[int, float] = {}
         self._applied: dict[int, tuple[AppliedCommand, ...]] = {}
         self._odd_ids: dict[int, str] = {}  # trigger ids that are not their key's tail
-        self._rests: _Interned[tuple[object, ...], Rest] = _Interned()
-        self._plans: _Interned[int, Plan] = _Interned()
+        parts = _PARTS.get(self._shared)
+        if parts is None:
+            parts = _PARTS[self._shared] = _Parts()
+        self._rests, self._plans = parts.rests, parts.plans
+        # the parts this index's slots use are released when the index is gone
+        weakref.finalize(self, parts.release_all, self._rest, self._plan).atexit = False
         self._times: dict[int, datetime] = {}  # authoring times built, by µs
         self._hot: dict[str, TriggerEntry] = {}
+        self._hot_slots: dict[str, int] = {}  # each hot entry's slot
         self._made: dict[str, TriggerDefinition] = {}  # what each hot entry was built with
         self._buckets: dict[int, tuple[array[int], array[float]]] = {}
         self._lows: dict[int, tuple[float, int]] = {}  # each bucket's least (due, slot)
@@ -298,30 +540,53 @@ class CompactIndex(DueIndex):
         self._at = 0
         self._near: list[tuple[float, str, int]] = []
         self._opened = -(2**62)  # buckets up to this one are in ``_run`` or ``_near``
+        #: positions in far buckets (``far_s`` wide, numbered past ``_split``), split into
+        #: buckets when :meth:`earliest_due` or :meth:`pop_due` reaches them
+        self._far: dict[int, tuple[array[int], array[float]]] = {}
+        self._far_heap: list[int] = []
+        self._split = -(2**62)
 
     def __len__(self) -> int:
-        return len(self._slots)
+        return len(self._keys)
 
     def get(self, key: str) -> TriggerEntry | None:
         entry = self._hot.get(key)
         if entry is None:
-            slot = self._slots.get(key)
-            if slot is None:
+            slot = self._keys.find(key)
+            if slot < 0:
                 return None
             entry = self._hot[key] = self._entry(slot, key)
+            self._hot_slots[key] = slot
         return entry
 
     def put(self, key: str, entry: TriggerEntry) -> None:
-        slot = self._slots.get(key)
+        slot = self._hot_slots.get(key)
         if slot is None:
-            slot = self._slots[key] = self._new_slot(key)
+            slot = self._hot_slots[key] = self._keys.take(key)
+            if slot >= len(self._due):
+                self._grow()
         self._hot[key] = entry
         due = entry.due_ts
         if due is None:
             return
+        f = int(due // self._far_s)
+        if f > self._split:
+            far = self._far.get(f)
+            if far is None:
+                self._far[f] = (array("i", (slot,)), array("d", (due,)))
+                heapq.heappush(self._far_heap, f)
+            else:
+                far[0].append(slot)
+                far[1].append(due)
+            return
+        self._place(slot, due, key)
+
+    def _place(self, slot: int, due: float, key: str | None) -> None:
+        """The position ``(due, slot)`` in its bucket (or ``_near``), ``key`` the slot's (None:
+        looked up if needed)."""
         m = int(due // self._bucket_s)
         if m <= self._opened:
-            heapq.heappush(self._near, (due, key, slot))
+            heapq.heappush(self._near, (due, key or self._keys.key(slot) or "", slot))
             return
         bucket = self._buckets.get(m)
         if bucket is None:
@@ -335,23 +600,29 @@ class CompactIndex(DueIndex):
             self._lows[m] = (due, slot)
 
     def remove(self, key: str) -> None:
-        slot = self._slots.pop(key, None)
-        if slot is None:
+        slot = self._keys.remove(key)
+        if slot < 0:
             return
         self._hot.pop(key, None)
+        self._hot_slots.pop(key, None)
         self._made.pop(key, None)
         if self._rest[slot] >= 0:
             self._rests.release(self._rest[slot])
             self._plans.release(self._plan[slot])
         self._rest[slot] = self._plan[slot] = -1
-        self._keys[slot] = None
-        self._payload[slot] = b""
         self._due[slot] = _NAN
         for sparse in (self._paused, self._applied, self._odd_ids):
             sparse.pop(slot, None)
-        self._free.append(slot)
 
     def earliest_due(self) -> float | None:
+        while True:
+            found = self._earliest_near()
+            if found is not None or not self._far_heap:
+                return found
+            self._split_far(heapq.heappop(self._far_heap))
+
+    def _earliest_near(self) -> float | None:
+        """The earliest live position not in a far bucket (earlier than any in one)."""
         live = self._live
         run, near = self._run, self._near
         while self._at < len(run) and not live(run[self._at][2], run[self._at][0]):
@@ -372,10 +643,21 @@ class CompactIndex(DueIndex):
         return None
 
     def pop_due(self, until: float, limit: int) -> Iterator[tuple[str, TriggerEntry]]:
+        far = self._far_heap
+        if far and far[0] <= until // self._far_s:
+            while far and far[0] <= until // self._far_s:
+                self._split_far(heapq.heappop(far))
         last = int(until // self._bucket_s)
         if self._bucket_heap and self._bucket_heap[0] <= last:
             self._open(last)
-        run, near, dues, keys, hot = self._run, self._near, self._due, self._keys, self._hot
+        run, near, dues, hot, hot_slots = (
+            self._run,
+            self._near,
+            self._due,
+            self._hot,
+            self._hot_slots,
+        )
+        key_of = self._keys.key  # a position's slot may have been freed, or taken by another key
         popped: set[int] = set()  # a trigger put twice at one time is yielded once
         taken, at, end = 0, self._at, len(run)
         try:
@@ -392,14 +674,17 @@ class CompactIndex(DueIndex):
                     heapq.heappop(near)
                 else:
                     return
-                key = keys[slot]  # the rest is _live, inlined
-                if key is None or slot in popped:
+                if slot in popped:
+                    continue
+                key = key_of(slot)  # the rest is _live, inlined
+                if key is None:
                     continue
                 entry = hot.get(key)
                 if entry is None:
                     if dues[slot] != due:
                         continue
                     entry = hot[key] = self._entry(slot, key)
+                    hot_slots[key] = slot
                 elif entry.due_ts != due:
                     continue
                 popped.add(slot)
@@ -411,8 +696,11 @@ class CompactIndex(DueIndex):
                 run.clear()
                 self._at = 0
 
+    def reserve(self, n: int) -> None:
+        self._keys.reserve(n)
+
     def settle(self) -> None:
-        slots, made = self._slots, self._made
+        slots, made = self._hot_slots, self._made
         nxt_col, last_col, fired_col, due_col = self._next, self._last, self._fired, self._due
         paused, applied = self._paused, self._applied
         for key, entry in self._hot.items():
@@ -433,25 +721,12 @@ class CompactIndex(DueIndex):
             elif applied:
                 applied.pop(slot, None)
         self._hot.clear()
+        slots.clear()
         made.clear()
 
     # --- slots ----------------------------------------------------------------------------
-    def _new_slot(self, key: str) -> int:
-        if self._free:
-            slot = self._free.pop()
-        else:
-            slot = self._size
-            self._size += 1
-            if slot == len(self._keys):
-                self._grow()
-        self._keys[slot] = key
-        return slot
-
     def _grow(self) -> None:
         """Room for ``_GROW`` more slots in every column (one call per column, not per slot)."""
-        n = _GROW
-        self._keys += [None] * n
-        self._payload += [b""] * n
         for column in (self._rest, self._plan):
             column.extend(_NO_IDS)
         for column in (self._version, self._authored, self._fired):
@@ -490,7 +765,8 @@ class CompactIndex(DueIndex):
         self._rest[slot], self._plan[slot] = rest, plan
         self._version[slot] = d.version
         self._authored[slot] = (d.authored_at - _EPOCH) // _MICROSECOND
-        self._payload[slot] = d.payload
+        if d.payload or self._keys.plen[slot]:
+            self._keys.set_payload(slot, d.payload)
         if len(key) == len(tenant) + 1 + len(d.trigger_id) and key.endswith(d.trigger_id):
             self._odd_ids.pop(slot, None)
         else:
@@ -513,7 +789,7 @@ class CompactIndex(DueIndex):
         odd = self._odd_ids.get(slot) if self._odd_ids else None
         d = self._made[key] = TriggerDefinition(
             tenant, odd if odd is not None else key[len(tenant) + 1 :], self._version[slot],
-            state, recurrence, target, authored, author, role, self._payload[slot], ctype,
+            state, recurrence, target, authored, author, role, self._keys.payload(slot), ctype,
             policies, quotas, description, labels, None,
         )  # fmt: skip
         nxt, last, due = self._next[slot], self._last[slot], self._due[slot]
@@ -532,11 +808,20 @@ class CompactIndex(DueIndex):
         """Whether the position ``(due, slot)`` is live: the slot's trigger (its entry if got,
         else its column) says ``due_ts == due``; a freed slot's column says none."""
         if self._hot:
-            key = self._keys[slot]
+            key = self._keys.key(slot)
             entry = self._hot.get(key) if key is not None else None
             if entry is not None:
                 return entry.due_ts == due
         return self._due[slot] == due
+
+    def _split_far(self, f: int) -> None:
+        """Far bucket ``f`` (the first one left) split into buckets: its live positions."""
+        slots, dues = self._far.pop(f)
+        self._split = f
+        live, place = self._live, self._place
+        for s, d in zip(slots, dues, strict=True):
+            if live(s, d):
+                place(s, d, None)
 
     def _prune(self, m: int) -> bool:
         """Drop bucket ``m``'s stale positions; False (and the bucket dropped) if none is left."""
@@ -552,13 +837,19 @@ class CompactIndex(DueIndex):
 
     def _open(self, last: int) -> None:
         """Move every bucket up to ``last`` into the sorted run of due positions."""
-        heap, keys, live = self._bucket_heap, self._keys, self._live
+        heap, key_of, hot, due_col = self._bucket_heap, self._keys.key, self._hot, self._due
         opened = self._run[self._at :]
         while heap and heap[0] <= last:
             m = heapq.heappop(heap)
             slots, dues = self._buckets.pop(m)
             del self._lows[m]
-            opened += [(d, keys[s], s) for s, d in zip(slots, dues, strict=True) if live(s, d)]  # type: ignore[misc]
+            for s, d in zip(slots, dues, strict=True):  # the live positions (_live, inlined)
+                key = key_of(s)
+                if key is None:
+                    continue
+                entry = hot.get(key) if hot else None
+                if (due_col[s] if entry is None else entry.due_ts) == d:
+                    opened.append((d, key, s))
         opened.sort()
         self._run, self._at = opened, 0
         self._opened = max(self._opened, last)

@@ -119,6 +119,7 @@ def rebuild_partition(
         states[key] = state
         undecodable.pop(key, None)
     index = make_index(partition, decider.shared)
+    index.reserve(len(states))
     for tenant_state in states.values():
         if tenant_state.trigger_id == ev.TENANT_WIDE:
             index.tenants[tenant_state.tenant] = decider.restore_tenant(tenant_state, now)

@@ -4,9 +4,11 @@ compared operation by operation on random sequences."""
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +17,7 @@ from horae.streams.planner.index import (
     CompactIndex,
     DueIndex,
     ObjectsIndex,
+    SlotTable,
     TriggerEntry,
     make_index,
 )
@@ -173,15 +176,17 @@ OPS = st.lists(
 )
 
 
+@pytest.mark.parametrize("far_s", [3600, 120])
 @settings(max_examples=200, deadline=None)
-@given(OPS)
+@given(ops=OPS)
 def test_both_representations_agree_operation_by_operation(
-    ops: list[tuple[str, int, int | None]],
+    ops: list[tuple[str, int, int | None]], far_s: int
 ) -> None:
-    """Random puts (due times spread over several timing-wheel buckets), due times changed
-    without a put, removals, pops with limits (popped triggers put back later, at the same time,
-    not due, or not at all), settles: every answer is the same."""
-    indexes = [CompactIndex(0, bucket_s=60), ObjectsIndex(0)]
+    """Random puts (due times spread over several timing-wheel buckets, and with ``far_s`` 120
+    over several far buckets split as they are reached), due times changed without a put,
+    removals, pops with limits (popped triggers put back later, at the same time, not due, or
+    not at all), settles: every answer is the same."""
+    indexes = [CompactIndex(0, bucket_s=60, far_s=far_s), ObjectsIndex(0)]
     entries = [_entry(f"t{i}", None) for i in range(8)]
     for op, a, b in ops:
         answers = []
@@ -218,3 +223,129 @@ def test_both_representations_agree_operation_by_operation(
                 )
             )
         assert answers[0] == answers[1], (op, a, b)
+
+
+def test_many_triggers_removed_and_put_again_keep_their_keys_and_payloads() -> None:
+    """Past a reserve and several growths of the compact index's slot table and columns, with
+    removals (freed slots reused by other keys) and payloads replaced: every trigger held
+    answers with its own entry, every one removed with none, and the due order is (due, key)."""
+    index = make_index(0)
+    n = 3000
+    index.reserve(1000)  # a hint: more are put
+    model: dict[str, TriggerEntry] = {}
+    for i in range(n):
+        key = f"acme/t{i}" if i % 7 else f"acme/tø{i}-" + "x" * (i % 50)  # lengths, UTF-8
+        entry = _entry(
+            key.split("/", 1)[1], T0 + (i * 37) % 500, payload=f"p{i}".encode() * (i % 3)
+        )
+        index.put(key, entry)
+        model[key] = replace(entry)
+        if i % 500 == 0:
+            index.settle()
+    index.settle()
+    for i, key in enumerate(list(model)):
+        if i % 3 == 0:
+            index.remove(key)
+            del model[key]
+    index.settle()
+    for i, key in enumerate(list(model)[::5]):  # new payloads, some longer, some empty
+        held = index.get(key)
+        assert held is not None
+        held.definition = replace(held.definition, payload=b"new" * (i % 4), version=2)
+        index.put(key, held)
+        model[key] = replace(held)
+    for i in range(n, n + 500):  # new keys take the freed slots
+        key = f"acme/n{i}"
+        model[key] = replace(entry := _entry(f"n{i}", T0 + i % 500, payload=b"%d" % i))
+        index.put(key, entry)
+    index.settle()
+    assert len(index) == len(model)
+    for key, entry in model.items():
+        assert index.get(key) == entry, key
+    for i in range(0, n, 3):
+        assert index.get(f"acme/t{i}" if i % 7 else f"acme/tø{i}-" + "x" * (i % 50)) is None
+    index.settle()
+    popped = list(index.pop_due(T0 + 1000, 10 * n))
+    expected = sorted((e.due_ts, k) for k, e in model.items() if e.due_ts is not None)
+    assert [(e.due_ts, k) for k, e in popped] == expected
+
+
+KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["take", "remove", "payload"]),
+            st.integers(0, 11),
+            st.integers(0, 40),  # payload kB
+        ),
+        min_size=20,
+        max_size=200,
+    ),
+    st.lists(KEYS, min_size=11, max_size=11, unique=True).map(lambda k: [*k, "\udc80"]),
+)
+def test_slot_table_agrees_with_a_dict(ops: list[tuple[str, int, bytes]], keys: list[str]) -> None:
+    """The compact index's :class:`SlotTable` (keys and payloads in one buffer, an
+    open-addressing table of slots) under random takes, removes and payload changes, past its
+    table's growths and rebuilds with removal marks and its buffer's compactions (payloads up to
+    40 kB; one key with a lone surrogate): every key's slot, key and payload are what a dict
+    of them says."""
+    table = SlotTable()
+    model: dict[str, tuple[int, bytes]] = {}
+    freed: set[int] = set()
+    for op, i, kb in ops:
+        key, payload = keys[i], bytes([kb]) * (kb * 1000 + kb % 3)
+        if op == "take":
+            slot = table.take(key)
+            if key in model:
+                assert slot == model[key][0]
+            else:
+                assert slot not in {s for s, _ in model.values()}
+                assert slot in freed or slot == table.size - 1  # a freed slot first
+                assert not freed or slot in freed
+                freed.discard(slot)
+                model[key] = (slot, b"")
+        elif op == "remove":
+            slot = table.remove(key)
+            assert slot == (model.pop(key)[0] if key in model else -1)
+            if slot >= 0:
+                freed.add(slot)
+        elif op == "payload" and key in model:
+            table.set_payload(model[key][0], payload)
+            model[key] = (model[key][0], payload)
+        assert len(table) == len(model)
+        assert table.garbage * 2 <= len(table.blob) or table.garbage < 1 << 16
+        for k in keys:
+            slot, held = model.get(k, (-1, b""))
+            assert table.find(k) == slot
+            if slot >= 0:
+                assert table.key(slot) == k and table.payload(slot) == held
+    for slot in freed:
+        assert table.key(slot) is None
+
+
+def test_the_compact_indexes_of_a_planner_share_their_plans_until_dropped() -> None:
+    """The parts of definitions (plans: recurrence and policies with their compiled schedule;
+    rests) are interned once per planner (its SharedValues), used by every partition's compact
+    index, and released when the slots using them are removed or their index is dropped."""
+    shared = SharedValues()
+    a, b = CompactIndex(0, shared), CompactIndex(1, shared)
+    a.put("acme/a", _entry("a", T0 + 60))
+    b.put("acme/b", _entry("b", T0 + 60))
+    b.put("acme/c", _entry("c", T0 + 60, description="other rest"))
+    a.settle()
+    b.settle()
+    plans, rests = a._plans, a._rests
+    assert plans is b._plans and rests is b._rests and CompactIndex(2)._plans is not plans
+    assert len(plans.ids) == 1 and list(plans.uses) == [3] and len(rests.ids) == 2
+    assert b.get("acme/c") == _entry("c", T0 + 60, description="other rest")
+    del a
+    gc.collect()
+    assert list(plans.uses) == [2] and len(rests.ids) == 2
+    b.remove("acme/b")
+    assert list(plans.uses) == [1] and len(rests.ids) == 1
+    del b
+    gc.collect()
+    assert not plans.ids and not rests.ids
