@@ -28,9 +28,8 @@ def demo_schema(stack: Endpoints, unique: str) -> Iterator[str]:
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
-@pytest.mark.timeout(180)
-def test_demo_fires_and_delivers(stack: Endpoints, topic_prefix: str, demo_schema: str) -> None:
-    env = dict(
+def _demo_env(stack: Endpoints, topic_prefix: str, demo_schema: str) -> dict[str, str]:
+    return dict(
         os.environ,
         HORAE_KAFKA_BOOTSTRAP=stack.kafka_bootstrap,
         HORAE_DATABASE_URL=stack.database_url,
@@ -38,6 +37,11 @@ def test_demo_fires_and_delivers(stack: Endpoints, topic_prefix: str, demo_schem
         HORAE_PROJECTION_SCHEMA=demo_schema,
         HORAE_TOPIC_PARTITIONS="3",
     )
+
+
+@pytest.mark.timeout(180)
+def test_demo_fires_and_delivers(stack: Endpoints, topic_prefix: str, demo_schema: str) -> None:
+    env = _demo_env(stack, topic_prefix, demo_schema)
     done = subprocess.run(
         [sys.executable, "-m", "horae.cli.main", "demo", "--seconds", "25"],
         env=env,
@@ -72,15 +76,7 @@ def _child(pid: int, command: str) -> int | None:
 def test_the_demo_starts_a_process_that_died_again(
     stack: Endpoints, topic_prefix: str, demo_schema: str
 ) -> None:
-    env = dict(
-        os.environ,
-        HORAE_KAFKA_BOOTSTRAP=stack.kafka_bootstrap,
-        HORAE_DATABASE_URL=stack.database_url,
-        HORAE_TOPIC_PREFIX=topic_prefix,
-        HORAE_PROJECTION_SCHEMA=demo_schema,
-        HORAE_TOPIC_PARTITIONS="3",
-        HORAE_DEMO_EXPR="* * * * * *",
-    )
+    env = _demo_env(stack, topic_prefix, demo_schema) | {"HORAE_DEMO_EXPR": "* * * * * *"}
     demo = subprocess.Popen(
         [sys.executable, "-m", "horae.cli.main", "demo", "--seconds", "90"],
         env=env,

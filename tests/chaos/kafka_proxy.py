@@ -20,6 +20,8 @@ import struct
 import threading
 from contextlib import suppress
 
+from horae.kafka.config import settings_credentials
+
 END_TXN = 26
 REWRITTEN = {3, 10, 60}  # Metadata, FindCoordinator, DescribeCluster
 
@@ -69,6 +71,15 @@ class KafkaProxy:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def client_env(self) -> dict[str, str]:
+        """The environment of a Horae process that reaches the broker through this proxy (with
+        the broker's credentials, when it authenticates)."""
+        env = {"HORAE_KAFKA_BOOTSTRAP": self.bootstrap}
+        creds = settings_credentials()
+        if creds is not None:
+            env |= {"HORAE_KAFKA_USERNAME": creds.username, "HORAE_KAFKA_PASSWORD": creds.password}
+        return env
 
     def cut_next_commit(self) -> None:
         self.cut.clear()

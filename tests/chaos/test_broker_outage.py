@@ -11,12 +11,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from horae.kafka.config import settings_credentials
 from horae.kafka.txn import EXIT_HUNG, HANG_DEADLINE_S
 from tests.chaos.kafka_proxy import KafkaProxy
 from tests.chaos.test_planner_kill import TRIGGERS, _all_fired_after, _contiguous_once
@@ -27,26 +25,13 @@ OUTAGE_S = 12.0  # longer than the planner's session timeout (6 s)
 OUTAGES = 2
 
 
-@pytest.fixture
-def proxy(kafka_bootstrap: str) -> Iterator[KafkaProxy]:
-    host, _, port = kafka_bootstrap.rpartition(":")
-    p = KafkaProxy(host, int(port))
-    try:
-        yield p
-    finally:
-        p.close()
-
-
 @pytest.mark.timeout(420)
 def test_a_planner_deciding_through_broker_outages_is_never_silent(
     planner_env: PlannerEnv, proxy: KafkaProxy, tmp_path: Path
 ) -> None:
     for trigger in TRIGGERS:
         planner_env.put(definition(trigger))
-    creds = settings_credentials()
-    env = {"HORAE_KAFKA_BOOTSTRAP": proxy.bootstrap}
-    if creds is not None:
-        env |= {"HORAE_KAFKA_USERNAME": creds.username, "HORAE_KAFKA_PASSWORD": creds.password}
+    env = proxy.client_env()
     log = tmp_path / "planner.log"
     planner = planner_env.spawn("outage", env, log)
     wait_until(lambda: decided_since(planner_env, 0, TRIGGERS), 90, 0.5, "the planner decides")

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from horae.kafka.config import settings_credentials
 from tests.chaos.kafka_proxy import KafkaProxy
 from tests.chaos.test_planner_kill import TRIGGERS, _all_fired_after, _contiguous_once
 from tests.integration.planner.harness import PlannerEnv, decided_since, definition
@@ -22,26 +20,13 @@ CUTS = 3
 RECOVERY_S = 20.0  # deciding again after a lost answer, at most
 
 
-@pytest.fixture
-def proxy(kafka_bootstrap: str) -> Iterator[KafkaProxy]:
-    host, _, port = kafka_bootstrap.rpartition(":")
-    p = KafkaProxy(host, int(port))
-    try:
-        yield p
-    finally:
-        p.close()
-
-
 @pytest.mark.timeout(300)
 def test_lost_commit_answer_decides_nothing_twice_and_does_not_stall(
     planner_env: PlannerEnv, proxy: KafkaProxy
 ) -> None:
     for trigger in TRIGGERS:
         planner_env.put(definition(trigger))
-    creds = settings_credentials()
-    env = {"HORAE_KAFKA_BOOTSTRAP": proxy.bootstrap}
-    if creds is not None:
-        env |= {"HORAE_KAFKA_USERNAME": creds.username, "HORAE_KAFKA_PASSWORD": creds.password}
+    env = proxy.client_env()
     planner = planner_env.spawn("lossy", env)
     wait_until(lambda: decided_since(planner_env, 0, TRIGGERS), 90, 0.5, "the planner decides")
     assert proxy.commits_seen > 0, "the planner's commits do not go through the proxy"

@@ -319,6 +319,11 @@ class SlotTable:
 
     def find(self, key: str) -> int:
         """The slot of ``key``, or -1."""
+        i = self._cell(key)
+        return -1 if i < 0 else self.cells[i]
+
+    def _cell(self, key: str) -> int:
+        """The index of the cell holding ``key``'s slot, or -1."""
         try:
             kb = key.encode()
         except UnicodeEncodeError:  # a lone surrogate (no key decoded from a record has one)
@@ -333,7 +338,7 @@ class SlotTable:
             if s >= 0 and klen[s] == n:
                 a = start[s]
                 if blob[a : a + n] == kb:
-                    return s
+                    return i
             i = (i + 1) & mask
 
     def take(self, key: str) -> int:
@@ -379,22 +384,11 @@ class SlotTable:
 
     def remove(self, key: str) -> int:
         """Free the slot of ``key`` and return it (-1 if ``key`` is not held)."""
-        try:
-            kb = key.encode()
-        except UnicodeEncodeError:  # a lone surrogate (no key decoded from a record has one)
-            kb = key.encode("utf-8", "surrogatepass")
-        n, cells, klen, start, blob = len(kb), self.cells, self.klen, self.start, self.blob
-        mask = len(cells) - 1
-        i = hash(key) & mask
-        while True:
-            s = cells[i]
-            if s == _EMPTY:
-                return -1
-            if s >= 0 and klen[s] == n:
-                a = start[s]
-                if blob[a : a + n] == kb:
-                    break
-            i = (i + 1) & mask
+        i = self._cell(key)
+        if i < 0:
+            return -1
+        cells, start, klen = self.cells, self.start, self.klen
+        s = cells[i]
         cells[i] = _REMOVED
         self.count -= 1
         self._drop(s)
