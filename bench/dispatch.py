@@ -36,7 +36,8 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from aiohttp import web
@@ -219,95 +220,88 @@ def stop_all(procs: Procs) -> None:
         proc.wait(120)
 
 
-def throughput(
-    bootstrap: str, port: int, fires: int, profile: bool, procs: int = 1
-) -> dict[str, float]:
+@contextmanager
+def throwaway_prefix(bootstrap: str) -> Iterator[str]:
+    """A new topic prefix with the dispatcher's topics, deleted when the block ends."""
     prefix = f"bench{uuid.uuid4().hex[:8]}."
+    topics(bootstrap, prefix)
     try:
-        return _throughput(bootstrap, port, fires, profile, procs, prefix)
+        yield prefix
     finally:
         delete_under(bootstrap, prefix)
 
 
-def _throughput(
-    bootstrap: str, port: int, fires: int, profile: bool, procs: int, prefix: str
+def throughput(
+    bootstrap: str, port: int, fires: int, profile: bool, procs: int = 1
 ) -> dict[str, float]:
-    topics(bootstrap, prefix)
-    lanes = Lanes(bootstrap, prefix)
-    url = f"http://127.0.0.1:{port}/hook"
-    base_ms = int(time.time() * 1000) - 60_000
-    for i in range(fires):
-        lanes.put(make_order(url, f"g{i % TRIGGERS}", base_ms, i))
-    lanes.flush()
-    before = stats(port)["distinct"]
-    if profile:
-        return profiled(bootstrap, prefix, port, before + fires)
-    started = time.time()
-    running = dispatchers(bootstrap, prefix, "t", procs)
-    try:
-        wait_distinct(port, before + fires)
-        s = stats(port, since=started)
-        cpu = sum(cpu_s(proc.pid) for proc in running)
-    finally:
-        stop_all(running)
-    span = s["last"] - s["first"]
-    return {
-        "posts_per_s": round(s["window"] / span, 1),
-        "fires": s["window"],
-        "span_s": round(span, 2),
-        "dispatcher_cpu_ms_per_post": round(cpu * 1000 / s["window"], 3),
-        "procs": procs,
-    }
+    with throwaway_prefix(bootstrap) as prefix:
+        lanes = Lanes(bootstrap, prefix)
+        url = f"http://127.0.0.1:{port}/hook"
+        base_ms = int(time.time() * 1000) - 60_000
+        for i in range(fires):
+            lanes.put(make_order(url, f"g{i % TRIGGERS}", base_ms, i))
+        lanes.flush()
+        before = stats(port)["distinct"]
+        if profile:
+            return profiled(bootstrap, prefix, port, before + fires)
+        started = time.time()
+        running = dispatchers(bootstrap, prefix, "t", procs)
+        try:
+            wait_distinct(port, before + fires)
+            s = stats(port, since=started)
+            cpu = sum(cpu_s(proc.pid) for proc in running)
+        finally:
+            stop_all(running)
+        span = s["last"] - s["first"]
+        return {
+            "posts_per_s": round(s["window"] / span, 1),
+            "fires": s["window"],
+            "span_s": round(span, 2),
+            "dispatcher_cpu_ms_per_post": round(cpu * 1000 / s["window"], 3),
+            "procs": procs,
+        }
 
 
 def lateness(
     bootstrap: str, port: int, rate: int, seconds: float, procs: int = 1
 ) -> dict[str, float]:
-    prefix = f"bench{uuid.uuid4().hex[:8]}."
-    try:
-        return _lateness(bootstrap, port, rate, seconds, procs, prefix)
-    finally:
-        delete_under(bootstrap, prefix)
-
-
-def _lateness(
-    bootstrap: str, port: int, rate: int, seconds: float, procs: int, prefix: str
-) -> dict[str, float]:
-    topics(bootstrap, prefix)
-    lanes = Lanes(bootstrap, prefix)
-    url = f"http://127.0.0.1:{port}/hook"
-    running = dispatchers(bootstrap, prefix, "l", procs)
-    try:
-        base = stats(port)["distinct"]
-        warm = int(time.time() * 1000)  # warm-up orders, one per trigger: when all have landed,
-        for i in range(TRIGGERS):  # every partition is assigned (with --procs, to every process)
-            lanes.put(make_order(url, f"g{i}", warm, 999_999))
-        lanes.flush()
-        wait_distinct(port, base + TRIGGERS, 120)
-        before = stats(port)["distinct"]
-        start = time.time()
-        sent = 0
-        while (now := time.time()) < start + seconds:
-            due = int((start + sent / rate) * 1000)
-            while due <= now * 1000:
-                lanes.put(make_order(url, f"g{sent % TRIGGERS}", due, sent))
-                sent += 1
+    with throwaway_prefix(bootstrap) as prefix:
+        lanes = Lanes(bootstrap, prefix)
+        url = f"http://127.0.0.1:{port}/hook"
+        running = dispatchers(bootstrap, prefix, "l", procs)
+        try:
+            base = stats(port)["distinct"]
+            # warm-up orders, one per trigger: when all have landed, every partition is
+            # assigned (with --procs, to every process)
+            warm = int(time.time() * 1000)
+            for i in range(TRIGGERS):
+                lanes.put(make_order(url, f"g{i}", warm, 999_999))
+            lanes.flush()
+            wait_distinct(port, base + TRIGGERS, 120)
+            before = stats(port)["distinct"]
+            start = time.time()
+            sent = 0
+            while (now := time.time()) < start + seconds:
                 due = int((start + sent / rate) * 1000)
-            time.sleep(0.005)
-        lanes.flush()
-        wait_distinct(port, before + sent, 300)
-        s = stats(port, since=start)
-    finally:
-        stop_all(running)
-    return {
-        "procs": procs,
-        "rate": rate,
-        "fires_at_rate": sent,  # not "fires": the throughput phase's count stays in the JSON
-        "delivered": s["window"],
-        "delivery_p50_ms": s.get("p50_ms", -1),
-        "delivery_p99_ms": s.get("p99_ms", -1),
-        "delivery_max_ms": s.get("max_ms", -1),
-    }
+                while due <= now * 1000:
+                    lanes.put(make_order(url, f"g{sent % TRIGGERS}", due, sent))
+                    sent += 1
+                    due = int((start + sent / rate) * 1000)
+                time.sleep(0.005)
+            lanes.flush()
+            wait_distinct(port, before + sent, 300)
+            s = stats(port, since=start)
+        finally:
+            stop_all(running)
+        return {
+            "procs": procs,
+            "rate": rate,
+            "fires_at_rate": sent,  # not "fires": the throughput phase's count stays in the JSON
+            "delivered": s["window"],
+            "delivery_p50_ms": s.get("p50_ms", -1),
+            "delivery_p99_ms": s.get("p99_ms", -1),
+            "delivery_max_ms": s.get("max_ms", -1),
+        }
 
 
 def profiled(bootstrap: str, prefix: str, port: int, until: int) -> dict[str, float]:

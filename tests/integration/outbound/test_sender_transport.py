@@ -10,30 +10,13 @@ import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from aiohttp import web
 
-from horae.outbound import AddressPolicy, AttemptResult, SenderConfig, SendResult
+from horae.outbound import AttemptResult, SenderConfig, SendResult
 from horae.streams.dispatcher.worker import Sender
-from tests.integration.outbound.test_http_sender import raw_server
-from tests.unit.senders import new_sender
-
-T = TypeVar("T")
-LOOPBACK = AddressPolicy(allow=["127.0.0.1/32"])
-
-
-def run(go: Callable[[Sender], Awaitable[T]], config: SenderConfig | None = None) -> T:
-    async def main() -> T:
-        sender = new_sender(LOOPBACK, config)
-        await sender.start()
-        try:
-            return await go(sender)
-        finally:
-            await sender.close()
-
-    return asyncio.run(main())
+from tests.integration.outbound.test_http_sender import raw_server, run
 
 
 @asynccontextmanager
