@@ -140,6 +140,7 @@ def _config(bootstrap: str, prefix: str, slot: str) -> PlannerConfig:
         max_skew_s=1e9,
         session_timeout_ms=30_000,
         tenant_keys={TENANT: {KEY_ID: SECRET}},
+        snapshot_changes=get_settings().planner.snapshot_changes,
     )
 
 

@@ -202,6 +202,11 @@ class PartitionReader(Protocol):
         Records of open or aborted transactions are never returned; a missing or empty partition
         yields nothing."""
 
+    def end(self, topic: str, partition: int) -> int:
+        """The offset past the last record of the existing ``topic[partition]`` now: every
+        record committed before the call lies below it, so a :meth:`read` from it returns only
+        records committed later."""
+
 
 class ReadModelStore(Protocol):
     """The projector's store: read-model rows and the input offsets they cover, together."""

@@ -78,6 +78,13 @@ class PlannerSettings(BaseSettings):
         description="due index representation: compact (typed arrays, a timing wheel) or "
         "objects (an entry object per trigger, a heap; for bisecting)",
     )
+    snapshot_changes: int = Field(
+        default=10_000,
+        ge=0,
+        description="snapshot a partition's compact due index to the planner-snapshots topic "
+        "once this many changelog records (and a quarter of its triggers) followed its last "
+        "snapshot, so a start loads it and replays only the rest; 0: no snapshots",
+    )
 
 
 class DispatcherSettings(BaseSettings):

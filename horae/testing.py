@@ -189,6 +189,10 @@ class InMemoryReader:
         end = len(records) if stop is None else min(stop, len(records))
         return iter(records[start:end])
 
+    def end(self, topic: str, partition: int) -> int:
+        parts = self.log.partitions.get(topic)
+        return 0 if parts is None or partition >= len(parts) else len(parts[partition])
+
 
 class InMemoryStore:
     """The :class:`~horae.ports.ReadModelStore` in memory: staged rows per table, and offsets.

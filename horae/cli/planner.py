@@ -44,6 +44,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         min_interval_s=settings.min_interval_s,
         command_max_ttl_s=settings.command_max_ttl_s,
         overlap_attempt_s=mine.overlap_attempt_s,
+        snapshot_changes=mine.snapshot_changes,
     )
     planner = Planner(config, gc=FreezeAfterRebuild())
     serve_metrics(mine.metrics_port, planner.metrics.registry)

@@ -111,6 +111,8 @@ def role_bindings(role: str, prefix: str) -> list[AclBinding]:
         out += _topic(role, events, ops, PREFIXED)
     if role == "planner":  # the clock gate's probe topic (horae.streams.planner.clock)
         out += _topic(role, f"{prefix}planner-clock", [WRITE, CREATE])
+        # its due index snapshots (horae.streams.planner.snapshot)
+        out += _topic(role, f"{prefix}planner-snapshots", [READ, WRITE, CREATE])
     if role == "projector":
         out += _topic(role, events, [READ], PREFIXED)
         out.append(_allow(role, ResourceType.GROUP, f"{prefix}projector.", PREFIXED, READ))

@@ -159,6 +159,11 @@ class KafkaPartitionReader:
             self._consumer = _reader(self.bootstrap)
         return _read(self._consumer, topic, partition, stop, start)
 
+    def end(self, topic: str, partition: int) -> int:
+        if self._consumer is None:
+            self._consumer = _reader(self.bootstrap)
+        return end_offset(self._consumer, TopicPartition(topic, partition))
+
 
 class Seekable(Protocol):
     """What :func:`seek_to_committed` needs of a consumer (a ``confluent_kafka.Consumer``)."""

@@ -24,6 +24,7 @@ import heapq
 import weakref
 from abc import ABC, abstractmethod
 from array import array
+from collections import Counter
 from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -100,7 +101,8 @@ class DueIndex(ABC):
     - :meth:`earliest_due` is the ``t`` of the least live position; :meth:`pop_due` takes the
       live positions at or before ``until`` in ``(t, key)`` order and yields their triggers, up
       to ``limit``, each once a call; the caller puts each back.
-    - :meth:`remove` forgets a trigger; ``len()`` counts the triggers held.
+    - :meth:`remove` forgets a trigger; ``len()`` counts the triggers held, :meth:`keys` lists
+      their keys.
     - :meth:`reserve` is a hint: about ``n`` triggers are about to be put (a rebuild's).
     - :meth:`settle` ends a batch (the planner calls it once per loop iteration and per trigger a
       rebuild restores): the representation may pack the entries away.
@@ -123,6 +125,9 @@ class DueIndex(ABC):
 
     @abstractmethod
     def get(self, key: str) -> TriggerEntry | None: ...
+
+    @abstractmethod
+    def keys(self) -> list[str]: ...
 
     @abstractmethod
     def put(self, key: str, entry: TriggerEntry) -> None: ...
@@ -156,6 +161,9 @@ class ObjectsIndex(DueIndex):
 
     def get(self, key: str) -> TriggerEntry | None:
         return self.entries.get(key)
+
+    def keys(self) -> list[str]:
+        return list(self.entries)
 
     def put(self, key: str, entry: TriggerEntry) -> None:
         self.entries[key] = entry
@@ -427,6 +435,8 @@ class SlotTable:
             blob += record
         blob += payload
         self.plen[slot] = len(payload)
+        if self.garbage >= _MIN_GARBAGE and self.garbage * 2 > len(blob):
+            self._compact()  # a record rewritten in place shrank the buffer under its garbage
 
     def _drop(self, slot: int) -> None:
         """Count ``slot``'s record as garbage; compact ``blob`` when that is more than half."""
@@ -434,8 +444,8 @@ class SlotTable:
         if self.garbage >= _MIN_GARBAGE and self.garbage * 2 > len(self.blob):
             self._compact(slot)
 
-    def _compact(self, dropped: int) -> None:
-        """``blob`` with the records of the held slots only (``dropped``'s is left out)."""
+    def _compact(self, dropped: int = -1) -> None:
+        """``blob`` with the records of the held slots only (``dropped``'s, if any, left out)."""
         old, blob = self.blob, bytearray()
         start, klen, plen = self.start, self.klen, self.plen
         for s in range(len(start)):
@@ -443,7 +453,8 @@ class SlotTable:
             if a >= 0 and s != dropped:
                 start[s] = len(blob)
                 blob += old[a : a + klen[s] + plen[s]]
-        start[dropped] = -1
+        if dropped >= 0:
+            start[dropped] = -1
         self.blob, self.garbage = blob, 0
 
     def _rebuild(self, n: int = 0) -> None:
@@ -461,6 +472,43 @@ class SlotTable:
                     i = (i + 1) & mask
                 cells[i] = s
         self.cells, self.filled = cells, self.count
+
+
+@dataclass
+class IndexImage:
+    """A :class:`CompactIndex`'s triggers as plain values (what a snapshot stores, see
+    :mod:`horae.streams.planner.snapshot`): its slot table's arrays, its columns with the rests
+    and plans they use numbered from 0 in ``rests`` and ``plans``, and its sparse maps by slot.
+    Due positions are not in it: they follow from ``due``. The partition's tenants, flights and
+    pending records are the snapshot's."""
+
+    blob: bytes
+    start: array[int]
+    klen: array[int]
+    plen: array[int]
+    cells: array[int]
+    free: array[int]
+    filled: int
+    garbage: int
+    rest: array[int]
+    plan: array[int]
+    version: array[int]
+    authored: array[int]
+    next: array[int]
+    last: array[int]
+    fired: array[int]
+    due: array[float]
+    rests: list[Rest]
+    plans: list[Plan]
+    paused: dict[int, float]
+    applied: dict[int, tuple[AppliedCommand, ...]]
+    odd_ids: dict[int, str]
+
+
+def _renumbered(column: array[int], ids: dict[int, int]) -> array[int]:
+    """``column`` with each id ``i >= 0`` written ``ids[i]`` (-1 stays)."""
+    get = ids.__getitem__
+    return array("i", [get(i) if i >= 0 else -1 for i in column])
 
 
 class CompactIndex(DueIndex):
@@ -552,6 +600,10 @@ class CompactIndex(DueIndex):
             entry = self._hot[key] = self._entry(slot, key)
             self._hot_slots[key] = slot
         return entry
+
+    def keys(self) -> list[str]:
+        key_of = self._keys.key
+        return [k for s in range(self._keys.size) if (k := key_of(s)) is not None]
 
     def put(self, key: str, entry: TriggerEntry) -> None:
         slot = self._hot_slots.get(key)
@@ -718,6 +770,89 @@ class CompactIndex(DueIndex):
         slots.clear()
         made.clear()
 
+    # --- snapshots ------------------------------------------------------------------------
+    def image(self) -> IndexImage:
+        """The triggers held, as plain values (settled: call after :meth:`settle`)."""
+        if self._hot:
+            raise RuntimeError("image() of an index with entries not settled")
+        keys, n = self._keys, self._keys.size
+        rest_ids: dict[int, int] = {}
+        plan_ids: dict[int, int] = {}
+        for i in self._rest[:n]:
+            if i >= 0 and i not in rest_ids:
+                rest_ids[i] = len(rest_ids)
+        for i in self._plan[:n]:
+            if i >= 0 and i not in plan_ids:
+                plan_ids[i] = len(plan_ids)
+        rests, plans = self._rests.values, self._plans.values
+        return IndexImage(
+            blob=bytes(keys.blob), start=keys.start[:], klen=keys.klen[:], plen=keys.plen[:],
+            cells=keys.cells[:], free=array("i", keys.free), filled=keys.filled,
+            garbage=keys.garbage, rest=_renumbered(self._rest[:n], rest_ids),
+            plan=_renumbered(self._plan[:n], plan_ids), version=self._version[:n],
+            authored=self._authored[:n], next=self._next[:n], last=self._last[:n],
+            fired=self._fired[:n], due=self._due[:n],
+            rests=[rests[i] for i in rest_ids],  # type: ignore[misc]
+            plans=[plans[i] for i in plan_ids],  # type: ignore[misc]
+            paused=dict(self._paused), applied=dict(self._applied), odd_ids=dict(self._odd_ids),
+        )  # fmt: skip
+
+    @classmethod
+    def from_image(
+        cls, partition: int, image: IndexImage, shared: SharedValues | None = None
+    ) -> CompactIndex:
+        """The index holding what ``image`` holds (its parts interned with the planner's other
+        indexes', through ``shared``); every held trigger is due at its ``due``."""
+        index = cls(partition, shared)
+        n = len(image.start)
+        for column in (image.klen, image.plen, image.rest, image.plan, image.version,
+                       image.authored, image.next, image.last, image.fired, image.due):  # fmt: skip
+            if len(column) != n:
+                raise ValueError(f"an image column of {len(column)} slots, not {n}")
+        keys = index._keys
+        keys.blob, keys.start, keys.klen, keys.plen = (
+            bytearray(image.blob),
+            image.start,
+            image.klen,
+            image.plen,
+        )
+        keys.cells, keys.free, keys.filled, keys.garbage = (
+            image.cells,
+            list(image.free),
+            image.filled,
+            image.garbage,
+        )
+        keys.count = n - len(image.free)
+        rest_ids = {i: index._intern_rest(rest) for i, rest in enumerate(image.rests)}
+        plan_ids = {i: index._intern_plan(plan) for i, plan in enumerate(image.plans)}
+        index._rest.extend(_renumbered(image.rest, rest_ids))  # the arrays the finalizer holds
+        index._plan.extend(_renumbered(image.plan, plan_ids))
+        for column, table in ((index._rest, index._rests), (index._plan, index._plans)):
+            uses = table.uses
+            for i, count in Counter(column).items():
+                if i >= 0:
+                    uses[i] += count
+        index._version, index._authored = image.version, image.authored
+        index._next, index._last, index._fired = image.next, image.last, image.fired
+        index._due = image.due
+        index._paused, index._applied = dict(image.paused), dict(image.applied)
+        index._odd_ids = dict(image.odd_ids)
+        far_s, far, far_heap = index._far_s, index._far, index._far_heap
+        start, due = image.start, image.due
+        for s in range(n):
+            d = due[s]
+            if d == d and start[s] >= 0:  # held and due (NaN: never)
+                f = int(d // far_s)
+                bucket = far.get(f)
+                if bucket is None:
+                    far[f] = (array("i", (s,)), array("d", (d,)))
+                    far_heap.append(f)
+                else:
+                    bucket[0].append(s)
+                    bucket[1].append(d)
+        heapq.heapify(far_heap)
+        return index
+
     # --- slots ----------------------------------------------------------------------------
     def _grow(self) -> None:
         """Room for ``_GROW`` more slots in every column (one call per column, not per slot)."""
@@ -730,29 +865,14 @@ class CompactIndex(DueIndex):
         self._due.extend(_NANS)
 
     def _pack_definition(self, slot: int, key: str, entry: TriggerEntry) -> None:
-        d, shared = entry.definition, self._shared
-        share = shared.share
-        tenant, author, ctype, labels = d.tenant, d.author, d.content_type, d.labels
-        target, quotas = shared.target(d.target), share(d.quotas)
-        rests, plans = self._rests, self._plans
-        rest_key = (
-            tenant, d.state, id(target), author, d.role, ctype, id(quotas), d.description,
-            tuple(labels.items()) if labels else (),
+        d = entry.definition
+        rest = self._intern_rest(
+            (d.tenant, d.state, d.target, d.author, d.role, d.content_type, d.quotas,
+             d.description, d.labels),
         )  # fmt: skip
-        rest = rests.ids.get(rest_key)
-        if rest is None:
-            rest = rests.add(
-                rest_key,
-                (tenant, d.state, target, author, d.role, ctype, quotas, d.description,
-                 labels or _NO_LABELS),
-            )  # fmt: skip
-        rests.uses[rest] += 1
-        recurrence, policies = share(d.recurrence), share(d.policies)
-        plan_key = id(recurrence) << 64 | id(policies)  # one int: a partition holds many plans
-        plan = plans.ids.get(plan_key)
-        if plan is None:
-            plan = plans.add(plan_key, (recurrence, policies, entry.spec, entry.schedule))
-        plans.uses[plan] += 1
+        self._rests.uses[rest] += 1
+        plan = self._intern_plan((d.recurrence, d.policies, entry.spec, entry.schedule))
+        self._plans.uses[plan] += 1
         if self._rest[slot] >= 0:
             self._rests.release(self._rest[slot])
             self._plans.release(self._plan[slot])
@@ -761,10 +881,42 @@ class CompactIndex(DueIndex):
         self._authored[slot] = (d.authored_at - _EPOCH) // _MICROSECOND
         if d.payload or self._keys.plen[slot]:
             self._keys.set_payload(slot, d.payload)
-        if len(key) == len(tenant) + 1 + len(d.trigger_id) and key.endswith(d.trigger_id):
+        if len(key) == len(d.tenant) + 1 + len(d.trigger_id) and key.endswith(d.trigger_id):
             self._odd_ids.pop(slot, None)
         else:
             self._odd_ids[slot] = d.trigger_id
+
+    def _intern_rest(self, rest: Rest) -> int:
+        """The id of ``rest`` (its target and quotas made the shared ones), interned if new; its
+        uses are the caller's to count."""
+        tenant, state, target, author, role, ctype, quotas, description, labels = rest
+        shared = self._shared
+        target, quotas = shared.target(target), shared.share(quotas)
+        rests = self._rests
+        rest_key = (
+            tenant, state, id(target), author, role, ctype, id(quotas), description,
+            tuple(labels.items()) if labels else (),
+        )  # fmt: skip
+        found = rests.ids.get(rest_key)
+        if found is not None:
+            return found
+        return rests.add(
+            rest_key,
+            (tenant, state, target, author, role, ctype, quotas, description,
+             labels or _NO_LABELS),
+        )  # fmt: skip
+
+    def _intern_plan(self, plan: Plan) -> int:
+        """The id of ``plan`` (its recurrence and policies made the shared ones), interned if
+        new; its uses are the caller's to count."""
+        recurrence, policies, spec, schedule = plan
+        share = self._shared.share
+        recurrence, policies = share(recurrence), share(policies)
+        plan_key = id(recurrence) << 64 | id(policies)  # one int: a partition holds many plans
+        found = self._plans.ids.get(plan_key)
+        if found is not None:
+            return found
+        return self._plans.add(plan_key, (recurrence, policies, spec, schedule))
 
     def _entry(self, slot: int, key: str) -> TriggerEntry:
         """The entry of ``slot`` built from its columns (its definition remembered in

@@ -40,6 +40,7 @@ SETTLE_EVERY = 1024  # restored entries handed back to the index's representatio
 
 if TYPE_CHECKING:
     from horae.streams.planner.decide import Decider
+    from horae.streams.planner.snapshot import Snapshot
 
 
 class GcPolicy(Protocol):
@@ -101,12 +102,23 @@ def rebuild_partition(
     state_topic: str,
     decider: Decider,
     now: float,
-) -> DueIndex:
-    states: dict[str, ev.PlannerState] = {}
+    base: Snapshot | None = None,
+) -> tuple[DueIndex, int]:
+    """The partition's index and the number of changelog records read to build it: from the
+    whole changelog, or from ``base`` (a snapshot, see :mod:`~horae.streams.planner.snapshot`)
+    and the records after the offsets it covers, by the same rules."""
+    states: dict[str, ev.PlannerState | None] = {}  # None: a tombstone, after a snapshot
     undecodable: dict[str, tuple[InputRecord, str]] = {}  # key -> its latest record, why
-    for msg in reader.read(state_topic, partition):
+    state_start = 0 if base is None else base.state_end
+    read = 0
+    for msg in reader.read(state_topic, partition, start=state_start):
+        read += 1
         value = msg.value()
         if value is None:
+            if base is not None:  # the snapshot's entry is gone with it
+                key = (msg.key() or b"").decode(errors="replace")
+                states[key] = None
+                undecodable.pop(key, None)
             continue
         try:
             state = decode(value, ev.PlannerState)
@@ -118,14 +130,36 @@ def rebuild_partition(
         key = ev.trigger_key(state.tenant, state.trigger_id)
         states[key] = state
         undecodable.pop(key, None)
-    index = make_index(partition, decider.shared)
-    index.reserve(len(states))
+    if base is None:
+        index = make_index(partition, decider.shared)
+        index.reserve(len(states))
+    else:
+        index = base.index
     for tenant_state in states.values():
-        if tenant_state.trigger_id == ev.TENANT_WIDE:
+        if tenant_state is not None and tenant_state.trigger_id == ev.TENANT_WIDE:
             index.tenants[tenant_state.tenant] = decider.restore_tenant(tenant_state, now)
     latest: dict[str, ev.TriggerDefinition] = {}  # of the triggers with an undecodable state
-    restored = 0
-    for msg in reader.read(accepted_topic, partition):
+    restored: set[str] = set()  # after a snapshot: the keys whose state was restored
+    count = 0
+
+    def put(key: str, definition: ev.TriggerDefinition, planner_state: ev.PlannerState) -> None:
+        nonlocal count
+        if base is not None:
+            _land(index, key)
+            restored.add(key)
+        entry = decider.restore(definition, planner_state, now)
+        if planner_state.running_fire_key or planner_state.buffered_fire_key:  # overlap
+            decider.restore_flight(index, key, entry, planner_state)
+        index.put(key, entry)
+        index.pending += decider.tzdata_change(partition, entry, planner_state, now)
+        count += 1
+        if count % SETTLE_EVERY == 0:
+            index.settle()
+
+    for msg in reader.read(
+        accepted_topic, partition, start=0 if base is None else base.accepted_end
+    ):
+        read += 1
         key = (msg.key() or b"").decode(errors="replace")
         planner_state = states.get(key)
         value = msg.value()
@@ -138,14 +172,25 @@ def rebuild_partition(
         if planner_state is None:
             latest[key] = definition
         elif definition.version == planner_state.trigger_version:  # the latest accepted version
-            entry = decider.restore(definition, planner_state, now)
-            if planner_state.running_fire_key or planner_state.buffered_fire_key:  # overlap
-                decider.restore_flight(index, key, entry, planner_state)
-            index.put(key, entry)
-            index.pending += decider.tzdata_change(partition, entry, planner_state, now)
-            restored += 1
-            if restored % SETTLE_EVERY == 0:
-                index.settle()
+            put(key, definition, planner_state)
+    if base is not None:  # the states after the snapshot whose definition is in it
+        for key, planner_state in states.items():
+            if key in restored or (planner_state and planner_state.trigger_id == ev.TENANT_WIDE):
+                continue
+            held = index.get(key)
+            if planner_state is None or held is None:
+                _land(index, key)
+                index.remove(key)
+            elif held.definition.version == planner_state.trigger_version:
+                put(key, held.definition, planner_state)
+            else:  # as a full rebuild: a state with no accepted definition of its version
+                _land(index, key)
+                index.remove(key)
+        for key in undecodable:
+            if key not in latest and (held := index.get(key)) is not None:
+                latest[key] = held.definition
+            _land(index, key)
+            index.remove(key)
     for key, (msg, why) in undecodable.items():
         found = latest.get(key)
         at = utc_datetime(now)
@@ -164,4 +209,11 @@ def rebuild_partition(
         index.pending.append(decider.router.emit(record, partition))
         index.pending.append(decider.state_output(partition, entry, now))
     index.settle()
-    return index
+    return index, read
+
+
+def _land(index: DueIndex, key: str) -> None:
+    """Forget the fires in flight ``index`` holds for ``key`` (its state is being replaced)."""
+    flight = index.flights.pop(key, None)
+    if flight is not None and flight.running is not None:
+        index.running.pop(flight.running.encode(), None)

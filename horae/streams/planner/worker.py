@@ -56,10 +56,11 @@ from horae.ports import (
 )
 from horae.streams.planner.clock import BrokerClock, ClockGate, KafkaBrokerClock, clock_topic
 from horae.streams.planner.decide import Decider
-from horae.streams.planner.index import DueIndex
+from horae.streams.planner.index import INDEX, DueIndex
 from horae.streams.planner.metrics import PlannerMetrics
 from horae.streams.planner.rebuild import GcPolicy, KeepGc, rebuild_partition
 from horae.streams.planner.sharing import SharedValues
+from horae.streams.planner.snapshot import Snapshots, ensure_snapshot_topic, snapshot_topic
 
 log = logging.getLogger(__name__)
 #: logged when the group takes partitions away without a rebalance (session expired, fenced)
@@ -84,6 +85,9 @@ class PlannerConfig:
     min_interval_s: int = 60  # platform limit on how often a trigger may fire
     command_max_ttl_s: int = 3600  # farthest a command's expires_at may lie after it is read
     overlap_attempt_s: float = 30.0  # a running fire with no outcome counts until deadline + this
+    #: snapshot a compact index after this many changelog records (see
+    #: :mod:`~horae.streams.planner.snapshot`); 0: never, and every start rebuilds in full
+    snapshot_changes: int = 0
 
 
 class Planner:
@@ -145,6 +149,18 @@ class Planner:
             ensure = ensure_topics
             self.decider.topics_ready = lambda d: ensure(self.router.topics_of(d))
         self.reader = reader or KafkaPartitionReader(config.bootstrap)
+        self.snapshots: Snapshots | None = None
+        if config.snapshot_changes > 0:
+            prefix = config.prefix
+            self.snapshots = Snapshots(
+                self.reader,
+                snapshot_topic(prefix),
+                self._topics[Topic.PLANNER_STATE],
+                self._topics[Topic.ACCEPTED],
+                config.snapshot_changes,
+                ensure_snapshot_topic(config.bootstrap, prefix) if reader is None else None,
+            )
+        self._snapshot_out: list[Emit] = []  # a snapshot's records, for the next transaction
         broker = broker_clock or KafkaBrokerClock(config.bootstrap, clock_topic(config.prefix))
         self.gate = ClockGate(broker, clock, config.max_skew_s)
         self._subscribed = False
@@ -166,6 +182,7 @@ class Planner:
 
     def _release(self) -> None:
         self.txn.unsubscribe()
+        self._drop_snapshots(set(self.indexes))
         self.indexes.clear()
         self._kept.clear()
         self._subscribed = False
@@ -197,6 +214,7 @@ class Planner:
             index = self.indexes.pop(p, None)
             if index is not None:
                 self._kept[p] = index
+        self._drop_snapshots({p for _, p in partitions})
         self.metrics.partitions_owned.set(len(self.indexes))
 
     def _on_lost(self, partitions: Sequence[TopicPartitionKey]) -> None:
@@ -205,19 +223,36 @@ class Planner:
         for _, p in partitions:
             self.indexes.pop(p, None)
         self._kept.clear()
+        self._drop_snapshots({p for _, p in partitions})
         self.metrics.partitions_owned.set(len(self.indexes))
         numbers = sorted({p for _, p in partitions})
         log.warning("%s %s: their indexes dropped", PARTITIONS_LOST, numbers)
 
+    def _drop_snapshots(self, partitions: set[int]) -> None:
+        """Partitions given up: no snapshot of theirs goes out from here."""
+        if self.snapshots is not None:
+            self.snapshots.forget(partitions)
+            self._snapshot_out = [e for e in self._snapshot_out if e.partition not in partitions]
+
     def _rebuild(self, p: int) -> DueIndex:
-        return rebuild_partition(
+        snapshots = self.snapshots
+        base = None
+        if snapshots is not None and INDEX.kind == "compact":
+            base = snapshots.load(p, self.decider.shared)
+        index, read = rebuild_partition(
             self.reader,
             p,
             accepted_topic=self._topics[Topic.ACCEPTED],
             state_topic=self._topics[Topic.PLANNER_STATE],
             decider=self.decider,
             now=self.clock.now(),
+            base=base,
         )
+        if snapshots is not None:
+            snapshots.rebuilt(p, read)
+        if base is not None:
+            log.info("partition %d: from its snapshot and %d changelog records after it", p, read)
+        return index
 
     def _rebuild_all(self) -> None:
         with self.gc.rebuilding():
@@ -254,7 +289,8 @@ class Planner:
             self._subscribe()
         records = self.txn.consume(1000, self._wait_s())
         now = self.clock.now()
-        outputs: list[Emit] = []
+        outputs: list[Emit] = self._snapshot_out
+        self._snapshot_out = []
         for index in self.indexes.values():
             if index.pending:  # what a rebuild owes the log (see rebuild_partition)
                 outputs.extend(index.pending)
@@ -269,6 +305,8 @@ class Planner:
             index.settle()  # the iteration's entries go back into the index's representation
         if outputs or self._owes_commit(records):
             self._commit(outputs, now)
+        if self.snapshots is not None:  # every index is the committed state here
+            self._snapshot_out = self.snapshots.owed(self.indexes)
         earliest = [d for i in self.indexes.values() if (d := i.earliest_due()) is not None]
         self.metrics.oldest_due_age.set(max(0.0, now - min(earliest)) if earliest else 0.0)
 
@@ -311,4 +349,6 @@ class Planner:
             log.warning("transaction aborted, state rebuilt from Kafka: %s", exc)
             self._rebuild_all()
             return
+        if self.snapshots is not None:
+            self.snapshots.committed(outputs)
         self.metrics.observe_committed(outputs, now)

@@ -12,6 +12,7 @@ from horae.contracts.codec import decode, encode
 from horae.contracts.grants import Grants
 from horae.contracts.topics import Topic, events_topic, topic_name
 from horae.ports import SYSTEM_ZONES, ZoneSource
+from horae.streams.planner.snapshot import snapshot_topic
 from horae.streams.planner.worker import Planner, PlannerConfig
 from horae.testing import InMemoryLog, InMemoryReader, VirtualBrokerClock, VirtualClock
 from tests.unit.planner.builders import KEY_ID, TENANT, TENANT_KEYS
@@ -27,6 +28,7 @@ class Rig:
     clock: VirtualClock
     broker: VirtualBrokerClock
     planner: Planner
+    snapshot_changes: int = 0
 
     def name(self, topic: Topic) -> str:
         if topic is Topic.SCHEDULE_EVENTS:  # the tenant's own events topic
@@ -49,7 +51,7 @@ class Rig:
         """A new planner on the same log and clock (and ``zones``, its time-zone database):
         its indexes are rebuilt from the log."""
         self.planner.close()
-        self.planner = _planner(self.log, self.clock, self.broker, zones)
+        self.planner = _planner(self.log, self.clock, self.broker, zones, self.snapshot_changes)
 
     def read(self, topic: Topic, kind: type[E]) -> list[E]:
         return [
@@ -73,6 +75,7 @@ def _planner(
     clock: VirtualClock,
     broker: VirtualBrokerClock,
     zones: ZoneSource = SYSTEM_ZONES,
+    snapshot_changes: int = 0,
 ) -> Planner:
     def ensure_topics(names: Sequence[str]) -> None:
         for name in names:
@@ -86,6 +89,7 @@ def _planner(
         tenant_keys=TENANT_KEYS,
         min_interval_s=1,
         grants=Grants(roles=roles),
+        snapshot_changes=snapshot_changes,
     )
     return Planner(
         config,
@@ -98,10 +102,14 @@ def _planner(
     )
 
 
-def make_rig() -> Rig:
+def make_rig(snapshot_changes: int = 0) -> Rig:
+    """A rig; with ``snapshot_changes`` its planners snapshot their compact indexes (see
+    :mod:`horae.streams.planner.snapshot`) and start from the snapshots."""
     log = InMemoryLog()
     for t in Topic:
         log.create_topic(topic_name(t, PREFIX), 4)
+    log.create_topic(snapshot_topic(PREFIX), 4)
     clock = VirtualClock(T0)
     broker = VirtualBrokerClock(clock)
-    return Rig(log, clock, broker, _planner(log, clock, broker))
+    planner = _planner(log, clock, broker, snapshot_changes=snapshot_changes)
+    return Rig(log, clock, broker, planner, snapshot_changes)

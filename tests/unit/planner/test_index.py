@@ -159,7 +159,7 @@ def test_a_freed_slot_reused_by_another_trigger_at_the_same_time_is_popped_once(
 
 
 def test_make_index_builds_the_chosen_representation(planner_index: str) -> None:
-    expected = CompactIndex if planner_index == "compact" else ObjectsIndex
+    expected = ObjectsIndex if planner_index == "objects" else CompactIndex
     assert type(make_index(0)) is expected
 
 

@@ -212,6 +212,7 @@ def test_allow_and_event_targets_track_nothing(rig: Rig, overlap: ev.Overlap) ->
 def test_outcomes_that_change_nothing_are_committed_within_a_tick(rig: Rig) -> None:
     _trigger(rig, ev.Overlap.ALLOW)
     rig.step(MINUTE)  # T0+60 fires; nothing is tracked
+    rig.step()  # commits the snapshot owed, with snapshots on
     commits = rig.log.commits
     _outcome(rig, T0 + 60)
     topic = rig.name(Topic.OUTCOMES)

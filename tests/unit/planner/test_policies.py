@@ -162,7 +162,9 @@ def test_an_undecodable_state_is_rebuilt_from_the_definition_with_its_cause(rig:
     rig.step()
     rig.step(1.0)
     again = [q.original_key or b"" for q in rig.read(Topic.QUARANTINE, ev.Quarantined)]
-    assert sorted(again) == [b"acme/gone", b"acme/gone", b"acme/tick"]
+    # a full rebuild reads the record with no definition again (the changelog still holds it);
+    # a snapshot taken since covers it
+    assert sorted(again) == [b"acme/gone", b"acme/gone", b"acme/tick"][rig.snapshot_changes :]
 
 
 def _counted(

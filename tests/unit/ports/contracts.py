@@ -116,6 +116,16 @@ class TransactionalLogContract:
         assert [r.value() for r in rig.reader.read(rig.topics[IN], 1, start=3)] == [b"3", b"4"]
         assert list(rig.reader.read(rig.topics[IN], 0)) == []
 
+    def test_the_reader_tells_where_a_partition_ends(self, rig: LogRig) -> None:
+        assert rig.reader.end(rig.topics[IN], 0) == 0, "an empty partition ends at 0"
+        for i in range(3):
+            rig.produce(rig.topics[IN], b"k", b"%d" % i, 0)
+        end = rig.reader.end(rig.topics[IN], 0)
+        assert end >= 3
+        assert list(rig.reader.read(rig.topics[IN], 0, start=end)) == []
+        rig.produce(rig.topics[IN], b"k", b"later", 0)
+        assert [r.value() for r in rig.reader.read(rig.topics[IN], 0, start=end)] == [b"later"]
+
 
 STORE_TOPIC = "t.audit"
 
