@@ -29,6 +29,7 @@ from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, Literal, TypeVar
+from zlib import crc32
 
 from horae.contracts.events import (
     AppliedCommand,
@@ -295,9 +296,11 @@ class SlotTable:
     payload. A record replaced or freed is garbage in ``blob`` until the buffer is compacted,
     when the garbage is more than half of it (and at least ``_MIN_GARBAGE``). ``cells`` is an
     open-addressing hash table with linear probing: a cell holds a slot, ``_EMPTY`` or
-    ``_REMOVED`` (a slot was removed there: probes go on past it); a key's probes start at its
-    ``hash``. Its size is a power of two, rebuilt twice as large (or as small as the slots
-    held allow) when more than 2/3 of its cells are not empty. A freed slot is the next one
+    ``_REMOVED`` (a slot was removed there: probes go on past it); a key's probes start at the
+    CRC-32 of its UTF-8 bytes, the same in every process (``hash`` of a string is not), so that
+    a snapshot's table serves the process that loads it. Its size is a power of two, rebuilt
+    twice as large (or as small as the slots held allow) when more than 2/3 of its cells are not
+    empty. A freed slot is the next one
     taken; ``size`` counts the slots ever taken (the index's columns have room for them)."""
 
     __slots__ = ("blob", "cells", "count", "filled", "free", "garbage", "klen", "plen", "start")
@@ -338,7 +341,7 @@ class SlotTable:
             kb = key.encode("utf-8", "surrogatepass")
         n, cells, klen, start, blob = len(kb), self.cells, self.klen, self.start, self.blob
         mask = len(cells) - 1
-        i = hash(key) & mask
+        i = crc32(kb) & mask
         while True:
             s = cells[i]
             if s == _EMPTY:
@@ -357,7 +360,7 @@ class SlotTable:
             kb = key.encode("utf-8", "surrogatepass")
         n, cells, klen, start, blob = len(kb), self.cells, self.klen, self.start, self.blob
         mask = len(cells) - 1
-        i = hash(key) & mask
+        i = crc32(kb) & mask
         spare = -1  # the first removal mark on the way
         while True:
             s = cells[i]
@@ -467,7 +470,7 @@ class SlotTable:
         for s in range(len(start)):
             a = start[s]
             if a >= 0:
-                i = hash(blob[a : a + klen[s]].decode("utf-8", "surrogatepass")) & mask
+                i = crc32(blob[a : a + klen[s]]) & mask
                 while cells[i] != _EMPTY:
                     i = (i + 1) & mask
                 cells[i] = s

@@ -488,6 +488,7 @@ class Snapshots:
         self._decoded: dict[bytes, Plan] = {}
         self.written = 0  # snapshots produced (counted when handed out)
         self.loaded = 0  # snapshots loaded
+        self.replayed: dict[int, int] = {}  # changelog records read by each partition's rebuild
 
     def load(self, partition: int, shared: SharedValues) -> Snapshot | None:
         """The partition's latest usable snapshot, or None (logged: why not)."""
@@ -513,6 +514,7 @@ class Snapshots:
     def rebuilt(self, partition: int, replayed: int) -> None:
         """``partition``'s index was rebuilt, replaying ``replayed`` changelog records."""
         self._changes[partition] = replayed
+        self.replayed[partition] = replayed
 
     def forget(self, partitions: Iterable[int]) -> None:
         for p in partitions:
@@ -525,9 +527,8 @@ class Snapshots:
             if r.topic == state and r.partition is not None and r.partition in changes:
                 changes[r.partition] += 1
 
-    def owed(self, indexes: Mapping[int, DueIndex]) -> list[Emit]:
-        """The records of one snapshot, of the owned partition that most needs one, if any
-        needs one (call when every index is the committed state: right after a commit)."""
+    def due(self, indexes: Mapping[int, DueIndex]) -> list[int]:
+        """The owned partitions that need a snapshot, the one with most changes first."""
         due = [
             (n, p)
             for p, n in self._changes.items()
@@ -536,9 +537,15 @@ class Snapshots:
             and not index.pending
             and n >= max(self.min_changes, len(index) // 4)
         ]
+        return [p for _, p in sorted(due, reverse=True)]
+
+    def owed(self, indexes: Mapping[int, DueIndex]) -> list[Emit]:
+        """The records of one snapshot, of the owned partition that most needs one, if any
+        needs one (call when every index is the committed state: right after a commit)."""
+        due = self.due(indexes)
         if not due:
             return []
-        _, p = max(due)
+        p = due[0]
         index = indexes[p]
         assert isinstance(index, CompactIndex)
         state_end = self.reader.end(self.state_topic, p)

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +33,7 @@ from horae.streams.planner.snapshot import (
     snapshot_topic,
 )
 from horae.testing import InMemoryLog, InMemoryReader
+from tests.paths import REPO_ROOT
 from tests.unit.planner.builders import KEY_ID, SECRET, command, definition
 from tests.unit.planner.rig import PREFIX, Rig, make_rig
 
@@ -255,3 +260,28 @@ def test_the_planner_counts_what_it_snapshots_and_commits_it_with_the_next_batch
     state = [decode(v, ev.PlannerState) for r in rig.log.records(rig.name(Topic.PLANNER_STATE))
              if (v := r.value()) is not None]  # fmt: skip
     assert state, "the changelog is there too"
+
+
+def test_a_snapshot_serves_another_process(tmp_path: Path) -> None:
+    """Nothing in a snapshot depends on the process that wrote it (string hashes differ between
+    processes: the slot table probes by CRC-32)."""
+    rig = make_rig()
+    index, blob, p = _one_snapshot(rig)
+    (tmp_path / "snapshot").write_bytes(blob)
+    keys = sorted(index.keys())
+    script = (
+        "import sys, json\n"
+        "from pathlib import Path\n"
+        "from horae.streams.planner.sharing import SharedValues\n"
+        "from horae.streams.planner.snapshot import decode_snapshot\n"
+        "blob = Path(sys.argv[1]).read_bytes()\n"
+        "index, _, _ = decode_snapshot(blob, int(sys.argv[2]), SharedValues())\n"
+        "print(json.dumps(sorted(k for k in index.keys() if index.get(k) is not None)))\n"
+    )
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO_ROOT)}
+        run = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / "snapshot"), str(p)],
+            capture_output=True, text=True, env=env, timeout=60, check=True,
+        )  # fmt: skip
+        assert json.loads(run.stdout) == keys, f"every key found under PYTHONHASHSEED={seed}"
