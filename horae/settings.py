@@ -74,9 +74,9 @@ class PlannerSettings(BaseSettings):
         "deadline plus this (the dispatchers' HORAE_DISPATCHER_DEADLINE_S)",
     )
     index: Literal["compact", "objects"] = Field(
-        default="objects",
-        description="due index representation: compact (typed arrays, a timing wheel) or "
-        "objects (an entry object per trigger, a heap; for bisecting)",
+        default="compact",
+        description="due index representation: compact (typed arrays, a timing wheel; "
+        "snapshots) or objects (an entry object per trigger, a heap; for bisecting)",
     )
     snapshot_changes: int = Field(
         default=10_000,

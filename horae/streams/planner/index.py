@@ -3,7 +3,7 @@
 One contract (:class:`DueIndex`), two representations, chosen per process by :data:`INDEX`
 (setting ``planner.index``, env ``HORAE_PLANNER_INDEX``; the planner's unit tests run both):
 
-- ``compact`` (:class:`CompactIndex`): per trigger a slot in typed arrays
+- ``compact`` (:class:`CompactIndex`, the default): per trigger a slot in typed arrays
   (``array``) of its numbers and two ids of interned parts of its definition shared by the
   triggers that agree on them (and by the partitions of a planner); its key and payload in one
   buffer with an open-addressing table of slots (:class:`SlotTable`): no Python object per
@@ -11,8 +11,8 @@ One contract (:class:`DueIndex`), two representations, chosen per process by :da
   come near (arrays of slots and due times), only the buckets that came due in tuples. A
   :class:`TriggerEntry` is built when asked for (:meth:`DueIndex.get`, :meth:`DueIndex.pop_due`)
   and packed back at :meth:`DueIndex.settle`.
-- ``objects`` (:class:`ObjectsIndex`, the default): a dict of :class:`TriggerEntry` objects and
-  a binary heap of ``(due_ts, trigger_key)`` tuples.
+- ``objects`` (:class:`ObjectsIndex`): a dict of :class:`TriggerEntry` objects and a binary heap
+  of ``(due_ts, trigger_key)`` tuples; for bisecting (it has no snapshots).
 
 Both drop stale due times lazily: a trigger is due at the time it was last :meth:`put
 <DueIndex.put>` with, as long as its entry still says so. Times are epoch seconds.
@@ -1012,7 +1012,7 @@ class IndexChoice:
     it from the ``planner.index`` setting; the planner's unit tests run both)."""
 
     def __init__(self) -> None:
-        self.kind: IndexKind = "objects"
+        self.kind: IndexKind = "compact"
 
 
 INDEX = IndexChoice()

@@ -243,6 +243,8 @@ class Soak:
             "HORAE_DISPATCHER_WEBHOOK_SECRETS": json.dumps(hooks),
             "HORAE_DISPATCHER_CALLBACK_SECRET": secrets.token_hex(16),
             "HORAE_PLANNER_SESSION_TIMEOUT_MS": "6000",
+            # snapshots often: planners killed, fenced or moved start from them under chaos
+            "HORAE_PLANNER_SNAPSHOT_CHANGES": "200",
             "HORAE_DISPATCHER_SESSION_TIMEOUT_MS": "6000",
             "HORAE_PROJECTOR_SESSION_TIMEOUT_MS": "6000",
             "HORAE_PROJECTOR_INSTANCE_ID": "soak-projector",
