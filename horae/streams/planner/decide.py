@@ -880,10 +880,42 @@ class Decider:
         to what, with a state recording the current release. Nothing when it did not move (the
         next state written records the release), when the releases agree, or when ``state``
         predates PlannerState v4 (no release recorded)."""
-        before, current = state.tzdata_version, entry.schedule.tzdata
+        old = None if state.next_instant is None else int(state.next_instant.timestamp())
+        return self._moved(partition, entry, state.tzdata_version, old, now)
+
+    def recompute(
+        self,
+        partition: int,
+        key: str,
+        entry: TriggerEntry,
+        flight: Flight | None,
+        tzdata: str | None,
+        now: float,
+    ) -> list[Emit]:
+        """A trigger loaded from a snapshot written by other planner code or under tzdata
+        release ``tzdata``: its next instant and due time derived again from its last decided
+        one, as :meth:`restore` derives them; what it then owes the log as
+        :meth:`tzdata_change` says."""
+        old = entry.next_instant
+        self._reschedule(key, entry)
+        if flight is not None:
+            self._hold_due(entry, flight)
+        return self._moved(partition, entry, tzdata, old, now, flight)
+
+    def _moved(
+        self,
+        partition: int,
+        entry: TriggerEntry,
+        before: str | None,
+        old: int | None,
+        now: float,
+        flight: Flight | None = None,
+    ) -> list[Emit]:
+        """``schedule.recomputed`` and a state when the next instant computed under release
+        ``before`` (``old``) moved under this planner's."""
+        current = entry.schedule.tzdata
         if before is None or before == current:
             return []
-        old = None if state.next_instant is None else int(state.next_instant.timestamp())
         new = entry.next_instant
         if old == new:
             return []
@@ -895,7 +927,7 @@ class Decider:
         kind, d = ev.ScheduleEventType.RECOMPUTED, entry.definition
         return [
             schedule_event(self.router, d, partition, kind, now, cause, tzdata=current),
-            self.state_output(partition, entry, now),
+            self.state_output(partition, entry, now, flight),
         ]
 
 

@@ -102,8 +102,8 @@ class DueIndex(ABC):
     - :meth:`earliest_due` is the ``t`` of the least live position; :meth:`pop_due` takes the
       live positions at or before ``until`` in ``(t, key)`` order and yields their triggers, up
       to ``limit``, each once a call; the caller puts each back.
-    - :meth:`remove` forgets a trigger; ``len()`` counts the triggers held, :meth:`keys` lists
-      their keys.
+    - :meth:`remove` forgets a trigger; ``len()`` counts the triggers held and
+      :meth:`trigger_keys` lists their keys.
     - :meth:`reserve` is a hint: about ``n`` triggers are about to be put (a rebuild's).
     - :meth:`settle` ends a batch (the planner calls it once per loop iteration and per trigger a
       rebuild restores): the representation may pack the entries away.
@@ -128,7 +128,7 @@ class DueIndex(ABC):
     def get(self, key: str) -> TriggerEntry | None: ...
 
     @abstractmethod
-    def keys(self) -> list[str]: ...
+    def trigger_keys(self) -> list[str]: ...
 
     @abstractmethod
     def put(self, key: str, entry: TriggerEntry) -> None: ...
@@ -163,7 +163,7 @@ class ObjectsIndex(DueIndex):
     def get(self, key: str) -> TriggerEntry | None:
         return self.entries.get(key)
 
-    def keys(self) -> list[str]:
+    def trigger_keys(self) -> list[str]:
         return list(self.entries)
 
     def put(self, key: str, entry: TriggerEntry) -> None:
@@ -604,7 +604,7 @@ class CompactIndex(DueIndex):
             self._hot_slots[key] = slot
         return entry
 
-    def keys(self) -> list[str]:
+    def trigger_keys(self) -> list[str]:
         key_of = self._keys.key
         return [k for s in range(self._keys.size) if (k := key_of(s)) is not None]
 

@@ -191,6 +191,17 @@ def rebuild_partition(
                 latest[key] = held.definition
             _land(index, key)
             index.remove(key)
+        if base.stale:  # instants derived by this planner's code and tzdata, as restore does
+            for key in index.trigger_keys():
+                entry = index.get(key)
+                if key in restored or entry is None:
+                    continue
+                flight = index.flights.get(key)
+                index.pending += decider.recompute(partition, key, entry, flight, base.tzdata, now)
+                index.put(key, entry)
+                count += 1
+                if count % SETTLE_EVERY == 0:
+                    index.settle()
     for key, (msg, why) in undecodable.items():
         found = latest.get(key)
         at = utc_datetime(now)

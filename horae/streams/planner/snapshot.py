@@ -64,6 +64,8 @@ from horae.streams.planner.sharing import SharedValues
 
 log = logging.getLogger(__name__)
 
+#: the layout of a snapshot and the meaning of its fields (:class:`IndexImage`'s): a change to
+#: either needs a new number (a snapshot of another format is not loaded)
 FORMAT = 1
 CHUNK_BYTES = 512 * 1024  # under the broker's default record size limit (1 MB)
 ENCODED_PLANS_KEPT = 100_000  # plans whose snapshot record is remembered between snapshots
@@ -137,12 +139,17 @@ class SnapshotUnusable(ValueError):
 
 @dataclass
 class Snapshot:
-    """A loaded snapshot: the index and the changelog offsets it covers."""
+    """A loaded snapshot: the index and the changelog offsets it covers. ``stale``: why its next
+    instants and due times are to be derived again (written by other planner code, or under
+    another tzdata release), None when they stand; ``tzdata``: the release it was written
+    under."""
 
     index: CompactIndex
     state_end: int
     accepted_end: int
     chunks: int
+    stale: str | None = None
+    tzdata: str | None = None
 
 
 # --- encoding ---------------------------------------------------------------------------------
@@ -324,10 +331,12 @@ def decode_snapshot(
     partition: int,
     shared: SharedValues,
     plan_cache: dict[bytes, Plan] | None = None,
-) -> tuple[CompactIndex, int, int]:
-    """The index a snapshot of ``partition`` holds and the ends it covers; raises
-    :class:`SnapshotUnusable` when it is not this planner's to load. ``plan_cache`` shares the
-    decoded plans between the partitions of one rebuild (by their record's bytes)."""
+) -> Snapshot:
+    """The snapshot of ``partition`` in ``blob``; raises :class:`SnapshotUnusable` when it is
+    not this planner's to load (another format or partition, damaged). Written by other planner
+    code or under another tzdata release, it is loaded ``stale``: the rebuild derives every next
+    instant and due time again. ``plan_cache`` shares the decoded plans between the partitions
+    of one rebuild (by their record's bytes)."""
     parts = _split(blob)
     try:
         header = json.loads(bytes(parts[0]))
@@ -335,8 +344,6 @@ def decode_snapshot(
         raise SnapshotUnusable(f"header: {exc}") from exc
     if header.get("format") != FORMAT:
         raise SnapshotUnusable(f"format {header.get('format')}, this planner reads {FORMAT}")
-    if header.get("code") != CODE:
-        raise SnapshotUnusable("written by other planner code")
     if header.get("partition") != partition:
         raise SnapshotUnusable(f"of partition {header.get('partition')}")
     if len(parts) != _SECTIONS:
@@ -356,9 +363,12 @@ def decode_snapshot(
         tenants = [decode(bytes(b), ev.PlannerState) for b in _split(parts[at + 6])]
     except DecodeError as exc:
         raise SnapshotUnusable(f"a record: {exc}") from exc
+    stale = []
+    if header.get("code") != CODE:
+        stale.append("written by other planner code")
     releases = sorted({plan[3].tzdata for plan in plans})
     if releases and releases != header["tzdata"]:
-        raise SnapshotUnusable(f"tzdata {header['tzdata']}, this planner's {releases}")
+        stale.append(f"written under tzdata {header['tzdata']}, this planner's is {releases}")
     start, klen, plen, cells, free, rest, plan, version, authored, nxt, last, fired = ints
     slots = header["applied_slots"]
     image = IndexImage(
@@ -386,7 +396,15 @@ def decode_snapshot(
         )
         if running is not None:
             index.running[running.encode()] = key
-    return index, header["state_end"], header["accepted_end"]
+    written_under = header["tzdata"]
+    return Snapshot(
+        index,
+        header["state_end"],
+        header["accepted_end"],
+        chunks=0,
+        stale="; ".join(stale) or None,
+        tzdata=written_under[0] if len(written_under) == 1 else None,
+    )
 
 
 def _rest(record: bytes) -> Rest:
@@ -498,7 +516,7 @@ class Snapshots:
         blob, state_end, accepted_end, chunks = found
         self._chunks[partition] = chunks
         try:
-            index, _, _ = decode_snapshot(blob, partition, shared, self._decoded)
+            loaded = decode_snapshot(blob, partition, shared, self._decoded)
             for topic, end in ((self.state_topic, state_end), (self.accepted_topic, accepted_end)):
                 now_end = self.reader.end(topic, partition)
                 if end > now_end:
@@ -509,7 +527,11 @@ class Snapshots:
             log.warning("snapshot of partition %d not used, rebuilt in full: %s", partition, exc)
             return None
         self.loaded += 1
-        return Snapshot(index, state_end, accepted_end, chunks)
+        if loaded.stale:
+            log.info("snapshot of partition %d %s: its instants are derived again", partition,
+                     loaded.stale)  # fmt: skip
+        loaded.chunks = chunks
+        return loaded
 
     def rebuilt(self, partition: int, replayed: int) -> None:
         """``partition``'s index was rebuilt, replaying ``replayed`` changelog records."""
