@@ -510,7 +510,11 @@ class Snapshots:
 
     def load(self, partition: int, shared: SharedValues) -> Snapshot | None:
         """The partition's latest usable snapshot, or None (logged: why not)."""
-        found = read_latest(self.reader, self.topic, partition)
+        try:
+            found = read_latest(self.reader, self.topic, partition)
+        except Exception as exc:  # optional: the rebuild reads the changelog, or fails on it
+            log.warning("snapshot of partition %d not read, rebuilt in full: %r", partition, exc)
+            return None
         if found is None:
             return None
         blob, state_end, accepted_end, chunks = found
@@ -525,6 +529,9 @@ class Snapshots:
                     )
         except SnapshotUnusable as exc:
             log.warning("snapshot of partition %d not used, rebuilt in full: %s", partition, exc)
+            return None
+        except Exception:  # damaged in a way no check names: a full rebuild is always right
+            log.exception("snapshot of partition %d not loaded, rebuilt in full", partition)
             return None
         self.loaded += 1
         if loaded.stale:
@@ -570,8 +577,12 @@ class Snapshots:
         p = due[0]
         index = indexes[p]
         assert isinstance(index, CompactIndex)
-        state_end = self.reader.end(self.state_topic, p)
-        accepted_end = self.reader.end(self.accepted_topic, p)
+        try:
+            state_end = self.reader.end(self.state_topic, p)
+            accepted_end = self.reader.end(self.accepted_topic, p)
+        except Exception as exc:  # optional: asked again after the next commit
+            log.warning("no snapshot of partition %d now: its changelog's end unknown: %r", p, exc)
+            return []
         blob = encode_snapshot(index, state_end, accepted_end, self._encoded)
         if len(self._encoded) > ENCODED_PLANS_KEPT:
             self._encoded.clear()

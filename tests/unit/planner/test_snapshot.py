@@ -319,3 +319,18 @@ def test_a_snapshot_serves_another_process(tmp_path: Path) -> None:
             capture_output=True, text=True, env=env, timeout=60, check=True,
         )  # fmt: skip
         assert json.loads(run.stdout) == keys, f"every key found under PYTHONHASHSEED={seed}"
+
+
+def test_a_damaged_snapshot_is_not_loaded(caplog: pytest.LogCaptureFixture) -> None:
+    rig = make_rig(snapshot_changes=1)
+    _busy(rig)
+    topic = snapshot_topic(PREFIX)
+    _, blob, p = _one_snapshot(make_rig())
+    damaged = blob[:100] + bytes(len(blob) - 100)  # the header's JSON and the rest zeroed
+    for r in chunk_records(topic, p, damaged, 10**6, 10**6):  # the latest
+        rig.log.produce(r.topic, r.key, r.value, r.partition)
+    planner = rig.planner
+    assert planner.snapshots is not None
+    with caplog.at_level(logging.WARNING):
+        assert planner.snapshots.load(p, planner.decider.shared) is None
+    assert f"snapshot of partition {p} not" in caplog.text
