@@ -27,7 +27,7 @@ generation: a later snapshot covers more.
 encoded; its chunks go out with the next transaction (produced before anything else can follow
 the ends). A partition is snapshotted once the changelog records it had written or replayed
 since its last snapshot reach ``max(min_changes, a quarter of its triggers)``; one partition per
-loop iteration.
+loop iteration, none after an iteration as busy as a full batch (the planner's choice).
 
 **Loading.** The latest complete generation on the partition is used if its format, partition,
 code fingerprint and tzdata release are this planner's and its ends are not past the changelog's

@@ -305,7 +305,9 @@ class Planner:
             index.settle()  # the iteration's entries go back into the index's representation
         if outputs or self._owes_commit(records):
             self._commit(outputs, now)
-        if self.snapshots is not None:  # every index is the committed state here
+        if self.snapshots is not None and len(outputs) < self.config.batch_limit:
+            # every index is the committed state here; not in a burst of decisions (a peak):
+            # a snapshot's records would lengthen the next commit
             self._snapshot_out = self.snapshots.owed(self.indexes)
         earliest = [d for i in self.indexes.values() if (d := i.earliest_due()) is not None]
         self.metrics.oldest_due_age.set(max(0.0, now - min(earliest)) if earliest else 0.0)
