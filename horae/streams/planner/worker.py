@@ -16,7 +16,9 @@ the next transaction, at the latest about ``tick_s`` later.
 State lives in Kafka only: on assignment (and after any aborted transaction) each owned partition's
 index is rebuilt from the compacted planner-state changelog and the accepted definitions (both
 written in the transactions that commit the input offsets), so restart, rebalance and failover
-take the same path as a cold start.
+take the same path as a cold start; with snapshots on (``snapshot_changes``, the compact index) a
+partition starts from its latest snapshot and replays only the changelog after it
+(:mod:`~horae.streams.planner.snapshot`).
 
 The worker does its I/O through ports (:mod:`horae.ports`): a :class:`~horae.ports.TransactionalLog`
 (Kafka: :class:`~horae.kafka.txn.TransactionalProcessor`), a :class:`~horae.ports.PartitionReader`
