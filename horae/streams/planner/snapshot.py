@@ -29,10 +29,13 @@ the ends). A partition is snapshotted once the changelog records it had written 
 since its last snapshot reach ``max(min_changes, a quarter of its triggers)``; one partition per
 loop iteration, none after an iteration as busy as a full batch (the planner's choice).
 
-**Loading.** The latest complete generation on the partition is used if its format, partition,
-code fingerprint and tzdata release are this planner's and its ends are not past the changelog's
-(a changelog recreated under the same name is shorter); otherwise the partition is rebuilt in
-full. What follows the ends is replayed by the same rules as a full rebuild.
+**Loading.** The latest complete generation on the partition is used if its format and
+partition are this planner's, it decodes, and its ends are not past the changelog's (a
+changelog recreated under the same name is shorter); otherwise the partition is rebuilt in full.
+What follows the ends is replayed by the same rules as a full rebuild. A snapshot written by
+other planner code (:data:`CODE`) or under another tzdata release is *stale*: its state is
+trusted as a full rebuild trusts the planner-state records, and every next instant and due time
+is derived again by this planner (``schedule.recomputed`` where one moved to another release).
 """
 
 from __future__ import annotations
@@ -87,7 +90,7 @@ TOPIC_CONFIG = {
 
 def _fingerprint() -> str:
     """A hash of the modules whose code a snapshot's next instants and due times come from: a
-    planner of other code rebuilds in full."""
+    planner of other code derives them again when it loads the snapshot."""
     root = Path(__file__).resolve().parents[2]
     files = sorted((root / "domain").rglob("*.py"))
     files += [root / "streams" / "planner" / n for n in ("decide.py", "index.py", "snapshot.py")]
@@ -214,10 +217,6 @@ def _sections(parts: Iterable[bytes]) -> bytes:
     return bytes(out)
 
 
-def _records(items: Iterable[bytes]) -> bytes:
-    return _sections(items)
-
-
 def encode_snapshot(
     index: CompactIndex,
     state_end: int,
@@ -267,10 +266,10 @@ def encode_snapshot(
             json.dumps(header, separators=(",", ":")).encode(),
             image.blob,
             *(_native(column) for column in columns),
-            _records(_rest_record(r) for r in image.rests),
-            _records(plans),
-            _records(_applied_record(image.applied[s]) for s in applied_slots),
-            _records(_applied_record(e.applied, t) for t, e in index.tenants.items()),
+            _sections(_rest_record(r) for r in image.rests),
+            _sections(plans),
+            _sections(_applied_record(image.applied[s]) for s in applied_slots),
+            _sections(_applied_record(e.applied, t) for t, e in index.tenants.items()),
         ]
     )
 
@@ -544,10 +543,6 @@ class Snapshots:
         """``partition``'s index was rebuilt, replaying ``replayed`` changelog records."""
         self._changes[partition] = replayed
         self.replayed[partition] = replayed
-
-    def forget(self, partitions: Iterable[int]) -> None:
-        for p in partitions:
-            self._changes.pop(p, None)
 
     def committed(self, records: Sequence[Emit]) -> None:
         """Count the changelog records of a committed batch per partition."""

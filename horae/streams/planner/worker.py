@@ -231,10 +231,9 @@ class Planner:
         log.warning("%s %s: their indexes dropped", PARTITIONS_LOST, numbers)
 
     def _drop_snapshots(self, partitions: set[int]) -> None:
-        """Partitions given up: no snapshot of theirs goes out from here."""
-        if self.snapshots is not None:
-            self.snapshots.forget(partitions)
-            self._snapshot_out = [e for e in self._snapshot_out if e.partition not in partitions]
+        """Partitions given up: no snapshot of theirs goes out from here (their change counts
+        stay: an index kept through a rebalance goes on counting, a rebuilt one starts anew)."""
+        self._snapshot_out = [e for e in self._snapshot_out if e.partition not in partitions]
 
     def _rebuild(self, p: int) -> DueIndex:
         snapshots = self.snapshots

@@ -334,3 +334,19 @@ def test_a_damaged_snapshot_is_not_loaded(caplog: pytest.LogCaptureFixture) -> N
     with caplog.at_level(logging.WARNING):
         assert planner.snapshots.load(p, planner.decider.shared) is None
     assert f"snapshot of partition {p} not" in caplog.text
+
+
+def test_a_partition_kept_through_a_rebalance_is_still_snapshotted() -> None:
+    rig = make_rig(snapshot_changes=1)
+    _busy(rig)
+    _snapshot_all(rig)
+    planner = rig.planner
+    assert planner.snapshots is not None
+    owned = [(rig.name(Topic.DEFINITIONS), p) for p in sorted(planner.indexes)]
+    planner._on_revoke(owned)  # an eager rebalance: everything revoked, then given back
+    planner._on_assign(owned)
+    written = planner.snapshots.written
+    rig.step(MINUTE)  # fires: changes on every partition holding a minutely trigger
+    for _ in range(8):
+        rig.step()
+    assert planner.snapshots.written > written, "the kept indexes are snapshotted again"
