@@ -34,7 +34,7 @@ from horae.contracts.memo import set_ingest_memo
 from horae.contracts.topics import Topic, topic_name
 from horae.ports import Emit, Record
 from horae.streams.planner.decide import Decider
-from horae.streams.planner.index import DueIndex
+from horae.streams.planner.index import make_index
 
 PREFIX = "ingest."
 PARTITIONS = 12
@@ -73,7 +73,7 @@ def definitions(n: int, peak: int, month: int) -> list[Record]:
 
 def ingest(records: list[Record]) -> list[Emit]:
     decider = Decider({TENANT: {KEY_ID: SECRET}})
-    indexes = {p: DueIndex(p) for p in range(PARTITIONS)}
+    indexes = {p: make_index(p, decider.shared) for p in range(PARTITIONS)}
     now = time.time()
     out: list[Emit] = []
     for r in records:
