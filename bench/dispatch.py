@@ -79,7 +79,7 @@ def serve(port: int = 0) -> None:
         rows = [(t, due) for t, due in seen.values() if t >= since]
         times = sorted(t for t, _ in rows)
         late = sorted(max(0.0, t * 1000 + shift - due) for t, due in rows)
-        out = {"distinct": len(seen), "posts": total[0], "window": len(rows)}
+        out: dict[str, float] = {"distinct": len(seen), "posts": total[0], "window": len(rows)}
         if len(times) > 1:
             out["first"], out["last"] = times[0], times[-1]
         if late:
@@ -192,7 +192,7 @@ def topics(bootstrap: str, prefix: str) -> None:
     apply(admin_client(bootstrap), Plan(prefix, PARTITIONS, 1, tenants=(TENANT,)))
 
 
-def wait_distinct(port: int, n: int, limit_s: float = 600) -> None:
+def wait_distinct(port: int, n: float, limit_s: float = 600) -> None:
     deadline = time.monotonic() + limit_s
     while stats(port)["distinct"] < n and time.monotonic() < deadline:
         time.sleep(0.25)
@@ -304,7 +304,7 @@ def lateness(
         }
 
 
-def profiled(bootstrap: str, prefix: str, port: int, until: int) -> dict[str, float]:
+def profiled(bootstrap: str, prefix: str, port: int, until: float) -> dict[str, float]:
     os.environ.update(env_for(bootstrap, prefix, "p"))
     from horae.settings import Settings
     from horae.streams.dispatcher.config import DispatcherConfig

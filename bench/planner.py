@@ -48,6 +48,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -203,7 +204,7 @@ def coldstart_and_peak(
     peak: int,
     curve: list[tuple[float, float]] | None = None,
     on_offset: Callable[[float], None] | None = None,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Cold start, then the peak; ``curve``, when given, receives ``(seconds since the first
     instant, fires committed)`` every 10 ms of the peak; ``on_offset``, when given, gets the
     virtual clock's offset (seconds ahead of the wall clock) once it is set for the peak."""

@@ -30,7 +30,7 @@ import uuid
 
 import psycopg
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, spec, topic_name
 from horae.kafka.config import client_config
