@@ -18,7 +18,6 @@ import pytest
 
 from horae.contracts import events as ev
 from horae.contracts import signing
-from horae.contracts.codec import decode
 from horae.contracts.topics import Topic
 from horae.streams.planner import snapshot as snap
 from horae.streams.planner.index import INDEX, CompactIndex, DueIndex
@@ -282,18 +281,22 @@ def test_a_snapshot_of_other_tzdata_is_loaded_stale() -> None:
     assert loaded.stale is not None and "tzdata ['1999z']" in loaded.stale
 
 
-def test_the_planner_counts_what_it_snapshots_and_commits_it_with_the_next_batch() -> None:
+def test_each_snapshot_handed_out_is_committed_and_holds_the_partition() -> None:
     rig = make_rig(snapshot_changes=1)
     _busy(rig)
-    topic = snapshot_topic(PREFIX)
-    before = len(rig.log.records(topic))
     _snapshot_all(rig)
-    chunks = [r for r in rig.log.records(topic)][before:]
-    assert chunks, "snapshots were committed"
+    rig.step()  # commits a snapshot handed out by the last step, if any
+    planner = rig.planner
+    assert planner.snapshots is not None
+    topic = snapshot_topic(PREFIX)
+    chunks = rig.log.records(topic)
+    assert len(chunks) == planner.snapshots.written, "one chunk per (small) snapshot, committed"
     assert all(r.key() == f"{r.partition()}/0".encode() for r in chunks)
-    state = [decode(v, ev.PlannerState) for r in rig.log.records(rig.name(Topic.PLANNER_STATE))
-             if (v := r.value()) is not None]  # fmt: skip
-    assert state, "the changelog is there too"
+    for p in {r.partition() or 0 for r in chunks}:
+        found = read_latest(InMemoryReader(rig.log), topic, p)
+        assert found is not None
+        loaded = decode_snapshot(found[0], p, planner.decider.shared)
+        assert _contents(loaded.index) == _contents(planner.indexes[p])
 
 
 def test_a_snapshot_serves_another_process(tmp_path: Path) -> None:
