@@ -15,6 +15,9 @@ bytes, counted by the planner's quarantine metric) and a fresh, readable state f
 committed with the next batch. An undecodable state with no accepted definition, or a tenant's
 (``<tenant>/*``), is quarantined the same way; there is nothing to rebuild it from.
 
+With a snapshot of the partition's index (:mod:`~horae.streams.planner.snapshot`), only the
+records after the offsets it covers are read, and applied to it by the same rules.
+
 A trigger whose state was decided with another tzdata release than the planner's
 (``PlannerState.tzdata_version``) and whose next instant moved under the current one owes
 ``pending`` its ``schedule.recomputed`` event and a state recording the current release
@@ -145,7 +148,7 @@ def rebuild_partition(
     def put(key: str, definition: ev.TriggerDefinition, planner_state: ev.PlannerState) -> None:
         nonlocal count
         if base is not None:
-            _land(index, key)
+            _forget_flight(index, key)
             restored.add(key)
         entry = decider.restore(definition, planner_state, now)
         if planner_state.running_fire_key or planner_state.buffered_fire_key:  # overlap
@@ -178,18 +181,19 @@ def rebuild_partition(
             if key in restored or (planner_state and planner_state.trigger_id == ev.TENANT_WIDE):
                 continue
             held = index.get(key)
-            if planner_state is None or held is None:
-                _land(index, key)
-                index.remove(key)
-            elif held.definition.version == planner_state.trigger_version:
+            if (
+                planner_state is not None
+                and held is not None
+                and held.definition.version == planner_state.trigger_version
+            ):
                 put(key, held.definition, planner_state)
-            else:  # as a full rebuild: a state with no accepted definition of its version
-                _land(index, key)
+            else:  # a tombstone, or (as a full rebuild) no accepted definition of its version
+                _forget_flight(index, key)
                 index.remove(key)
         for key in undecodable:
             if key not in latest and (held := index.get(key)) is not None:
                 latest[key] = held.definition
-            _land(index, key)
+            _forget_flight(index, key)
             index.remove(key)
         if base.stale:  # instants derived by this planner's code and tzdata, as restore does
             for key in index.trigger_keys():
@@ -223,7 +227,7 @@ def rebuild_partition(
     return index, read
 
 
-def _land(index: DueIndex, key: str) -> None:
+def _forget_flight(index: DueIndex, key: str) -> None:
     """Forget the fires in flight ``index`` holds for ``key`` (its state is being replaced)."""
     flight = index.flights.pop(key, None)
     if flight is not None and flight.running is not None:
