@@ -84,6 +84,22 @@ def admin_client(bootstrap: str) -> AdminClient:
     return AdminClient(client_config(bootstrap))
 
 
+def ensure_topic(admin: AdminClient, name: str, partitions: int, config: dict[str, str]) -> int:
+    """Create topic ``name`` with ``partitions`` and ``config`` when missing (another creating it
+    meanwhile is fine); return its partition count."""
+    found = admin.list_topics(timeout=TIMEOUT_S).topics.get(name)
+    if found is not None:
+        return len(found.partitions)
+    futures = admin.create_topics([NewTopic(name, partitions, -1, config=config)])
+    try:
+        futures[name].result(timeout=TIMEOUT_S)
+    except Exception as exc:
+        if "TOPIC_ALREADY_EXISTS" not in str(exc):
+            raise
+        return len(admin.list_topics(name, timeout=TIMEOUT_S).topics[name].partitions)
+    return partitions
+
+
 def auto_replication_factor(admin: AdminClient) -> int:
     """``min(3, number of brokers)``."""
     return min(3, len(admin.list_topics(timeout=TIMEOUT_S).brokers))

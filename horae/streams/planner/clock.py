@@ -41,18 +41,9 @@ CLOCK_TOPIC_CONFIG = {
 
 def ensure_clock_topic(bootstrap: str, prefix: str) -> None:
     """Create the probe topic when missing (idempotent)."""
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+    from horae.contracts.admin import admin_client, ensure_topic
 
-    admin = AdminClient(client_config(bootstrap))
-    name = clock_topic(prefix)
-    if name in admin.list_topics(timeout=30).topics:
-        return
-    futures = admin.create_topics([NewTopic(name, 1, -1, config=CLOCK_TOPIC_CONFIG)])
-    try:
-        futures[name].result(timeout=30)
-    except Exception as exc:
-        if "TOPIC_ALREADY_EXISTS" not in str(exc):
-            raise
+    ensure_topic(admin_client(bootstrap), clock_topic(prefix), 1, CLOCK_TOPIC_CONFIG)
 
 
 @dataclass(frozen=True)

@@ -112,27 +112,13 @@ def snapshot_topic(prefix: str) -> str:
 def ensure_snapshot_topic(bootstrap: str, prefix: str) -> int:
     """Create the snapshot topic when missing, with the planner-state topic's partition count
     (idempotent); return its partition count."""
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
+    from horae.contracts.admin import admin_client, ensure_topic
     from horae.contracts.topics import Topic, topic_name
-    from horae.kafka.config import client_config
 
-    admin = AdminClient(client_config(bootstrap))
-    name = snapshot_topic(prefix)
-    topics = admin.list_topics(timeout=30).topics
-    found = topics.get(name)
-    if found is not None:
-        return len(found.partitions)
-    state = topics.get(topic_name(Topic.PLANNER_STATE, prefix))
+    admin = admin_client(bootstrap)
+    state = admin.list_topics(timeout=30).topics.get(topic_name(Topic.PLANNER_STATE, prefix))
     partitions = len(state.partitions) if state is not None else 1
-    futures = admin.create_topics([NewTopic(name, partitions, -1, config=TOPIC_CONFIG)])
-    try:
-        futures[name].result(timeout=30)
-    except Exception as exc:
-        if "TOPIC_ALREADY_EXISTS" not in str(exc):
-            raise
-        return len(admin.list_topics(name, timeout=30).topics[name].partitions)
-    return partitions
+    return ensure_topic(admin, snapshot_topic(prefix), partitions, TOPIC_CONFIG)
 
 
 class SnapshotUnusable(ValueError):
