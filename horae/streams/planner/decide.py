@@ -241,7 +241,9 @@ class Decider:
                 if command.kind is ev.CommandKind.PAUSE
                 else ev.DefinitionState.LIVE
             )
-            return self._transition(index, key, entry, entry.definition, state, now)
+            return self._transition(
+                index, key, entry, entry.definition, state, now, cause=command.reason
+            )
         out = self.commands.handle(
             index.partition, entry.definition, command, now, entry.schedule, applied.sequence
         )
@@ -317,7 +319,10 @@ class Decider:
         d: ev.TriggerDefinition,
         state: ev.DefinitionState,
         now: float,
+        cause: str | None = None,
     ) -> list[Emit]:
+        """``entry`` under definition ``d`` in ``state``; ``cause``: why it was paused (a pause
+        command's reason, e.g. the breaker's), in ``schedule.paused``."""
         out: list[Emit] = []
         was = entry.definition.state
         if was is ev.DefinitionState.LIVE:
@@ -336,7 +341,7 @@ class Decider:
                     index.partition,
                     ev.ScheduleEventType.PAUSED,
                     now,
-                    "paused",
+                    f"paused: {cause}" if cause else "paused",
                     int(now),
                     tzdata=entry.schedule.tzdata,
                 )
