@@ -61,8 +61,9 @@ class FireStory:
 
 @dataclass(frozen=True)
 class LatenessRow:
-    """Lateness of the attempted fires due in a window (ms) and the missed count; ``trigger_id``
-    ``None`` for a whole tenant."""
+    """Lateness of the fires due in a window (ms: a webhook target's first attempt, an event
+    target's decision, minus the due time) and the missed count; ``trigger_id`` ``None`` for a
+    whole tenant."""
 
     fires: int
     p50_ms: float | None

@@ -11,7 +11,8 @@ never read another tenant's rows through them (invariant 4).
 - :meth:`HistoryQueries.events` — the schedule events of a trigger (paused, resumed, skipped and
   expired ranges, completed, recomputed, ...) emitted in a window, oldest first, cursor-paginated;
 - :meth:`HistoryQueries.lateness_by_trigger` / :meth:`HistoryQueries.lateness` — p50/p95/p99 of
-  lateness (first attempt start minus due time, ms) per trigger / per tenant over a window;
+  lateness (``fires.lateness_ms``: a webhook target's first attempt start minus due time, an
+  event target's decision minus due time, ms) per trigger / per tenant over a window;
 - :meth:`HistoryQueries.triggers` — triggers of a tenant (latest version), cursor-paginated;
 - for the HTTP API: :meth:`HistoryQueries.trigger_row` / :meth:`HistoryQueries.trigger_rows`
   (full latest versions), :meth:`HistoryQueries.lateness_summary` (with max and missed),

@@ -105,10 +105,6 @@ CREATE TABLE fires (
     terminal_at timestamptz GENERATED ALWAYS AS (
         CASE WHEN state IS NOT NULL AND state <> 'fired' THEN decided_at ELSE outcome_at END
     ) STORED,
-    -- first attempt start minus due time (scheduled + jitter), in milliseconds
-    lateness_ms double precision GENERATED ALWAYS AS (
-        extract(epoch FROM (first_attempt_at - due_at))::double precision * 1000.0
-    ) STORED,
     outcome_source text,
     outcome_src_partition integer,
     outcome_src_offset bigint,
@@ -119,6 +115,17 @@ CREATE TABLE fires (
             WHEN state IS NULL THEN 'undecided'
             WHEN state = 'fired' AND attempt_count > 0 THEN 'dispatching'
             ELSE state
+        END
+    ) STORED,
+    -- milliseconds after the due time (scheduled + jitter): an event target's fired decision
+    -- (decided_at; its event is committed with it), else the first attempt's start
+    lateness_ms double precision GENERATED ALWAYS AS (
+        CASE
+            WHEN target_kind = 'event' THEN CASE
+                WHEN state = 'fired'
+                    THEN extract(epoch FROM (decided_at - due_at))::double precision * 1000.0
+            END
+            ELSE extract(epoch FROM (first_attempt_at - due_at))::double precision * 1000.0
         END
     ) STORED
 ) WITH (fillfactor = 85);  -- room for HOT updates when attempts and outcomes arrive

@@ -50,6 +50,7 @@ def test_fresh_migrate_equals_schema_file(db: psycopg.Connection[Any], schema: s
         "0001_initial",
         "0002_fires_fillfactor",
         "0003_outcomes_tzdata",
+        "0004_event_lateness",
     ]
     pschema.load_schema_file(db, loaded)
     got, want = catalog(db, migrated), catalog(db, loaded)
@@ -99,7 +100,7 @@ def test_outcomes_projected_before_0003_are_kept_and_unknown_shows(
             (key, state),
         )
     db.execute("RESET search_path")
-    assert pschema.migrate(db, schema) == ["0003_outcomes_tzdata"]
+    assert pschema.migrate(db, schema) == ["0003_outcomes_tzdata", "0004_event_lateness"]
     rows = db.execute(
         f"SELECT o.fire_key, o.state, o.source, o.src_offset, f.status, f.outcome_source, "
         f'f.outcome_src_offset FROM "{schema}".work_outcomes o '

@@ -126,3 +126,24 @@ def test_triggers_of_a_tenant(queries: HistoryQueries, db: psycopg.Connection[An
         "gone": 2, "hourly": 1, "nightly": 1,
     }  # fmt: skip
     assert {t["tenant"] for t in queries.triggers("globex").items} == {"globex"}
+
+
+def test_an_event_target_reports_its_decision_lateness(
+    database_url: str, schema: str, queries: HistoryQueries
+) -> None:
+    """An event target's fire is never attempted: its lateness is its committed decision's
+    (decided_at - due_at), in the fire's row and in the summaries; a skipped one has none."""
+    outs: list[Emit] = []
+    for i, state in enumerate((ev.FireState.FIRED, ev.FireState.FIRED, ev.FireState.SKIPPED)):
+        f = fire(
+            "acme", "ping", START + timedelta(minutes=i), state, timedelta(milliseconds=7 * (i + 1))
+        )
+        outs.append(ROUTER.emit(replace(f, target_kind=ev.TargetKind.EVENT, lane=None), 0))
+    project(database_url, schema, outs)
+    page = queries.fires("acme", "ping", START, START + timedelta(hours=1))
+    assert [r["lateness_ms"] for r in page.items] == [7.0, 14.0, None]
+    summary = queries.lateness_summary("acme", START, START + timedelta(hours=1), "ping")
+    total = summary[0]
+    assert (total["fires"], total["max"], total["missed"]) == (2, 14.0, 1)
+    [per] = queries.lateness_by_trigger("acme", START, START + timedelta(hours=1))
+    assert (per.trigger_id, per.fires) == ("ping", 2)

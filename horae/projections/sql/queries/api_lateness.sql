@@ -1,6 +1,6 @@
--- Lateness (ms) of the attempted fires due in [since, until) and the missed count (decided not
--- to fire: skipped, expired, shed, rejected): the total first (trigger_id NULL), then per
--- trigger of a tenant (or of one trigger).
+-- Lateness (ms, fires.lateness_ms) of the fires due in [since, until) that have one, and the
+-- missed count (decided not to fire: skipped, expired, shed, rejected): the total first
+-- (trigger_id NULL), then per trigger of a tenant (or of one trigger).
 SELECT trigger_id,
     count(lateness_ms) AS fires,
     percentile_cont(0.5) WITHIN GROUP (ORDER BY lateness_ms) AS p50,

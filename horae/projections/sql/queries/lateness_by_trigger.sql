@@ -1,5 +1,5 @@
--- Lateness (first attempt start - due time, ms) percentiles per trigger of a tenant, over fires
--- due in [since, until) that were attempted.
+-- Lateness (fires.lateness_ms: first attempt start or, for an event target, decision - due time,
+-- ms) percentiles per trigger of a tenant, over fires due in [since, until) that have one.
 SELECT trigger_id, count(*) AS fires,
     percentile_cont(0.5) WITHIN GROUP (ORDER BY lateness_ms) AS p50,
     percentile_cont(0.95) WITHIN GROUP (ORDER BY lateness_ms) AS p95,
