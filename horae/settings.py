@@ -193,6 +193,11 @@ class DemoSettings(BaseSettings):
     expr: str = Field(default="*/5 * * * * *", description="the demo trigger's cron expression")
     seconds: float = Field(default=0.0, description="stop after this long; 0: until Ctrl-C")
     log_level: str = Field(default="WARNING", description="log level of the demo's processes")
+    kafka_logs: bool = Field(
+        default=False,
+        description="print librdkafka's own log lines (%4|...|GETPID|...) of the demo and its "
+        "processes; off: left out",
+    )
 
 
 class DlqSettings(BaseSettings):

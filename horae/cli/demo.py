@@ -2,16 +2,29 @@
 
 Starts ``horae planner``, ``horae projector``, ``horae dispatcher`` and ``horae api`` (the HTTP
 API, on ``HORAE_API_PORT``; the demo prints a token and the three commands to try next) as child
-processes and
-produces two signed demo triggers firing every 5 seconds: one with an event target (each
-``schedule.triggered`` event is printed as it is committed to the demo tenant's own topic
-``<prefix>events.demo``, the only one its client reads) and one with a webhook target, delivered
-by the dispatcher to a local receiver that checks the signature (allowlisted: loopback is otherwise
-refused).
-It supervises them as a deployment's supervisor would: a planner, projector or dispatcher that
-exits (e.g. status 70, a transaction call that hung: docs/guarantees.md) is started again, unless
-it exited ``MAX_RESTARTS`` times within a minute; the API is left stopped.
-Ctrl-C stops the processes (the stack keeps running: ``horae dev down`` stops it).
+processes and produces two signed demo triggers firing every 5 seconds: ``demo/heartbeat`` with
+an event target (each ``schedule.triggered`` event is printed as it is committed to the demo
+tenant's own topic ``<prefix>events.demo``, the only one its client reads) and
+``demo/heartbeat-hook`` with a webhook target, delivered by the dispatcher to a local receiver
+that checks the signature (allowlisted: loopback is otherwise refused).
+
+It cleans up after itself. The two trigger ids are fixed and each run's versions are its start
+in Unix milliseconds, so they always grow across runs (never read back from the read model,
+which may not have projected the previous run's last deletion yet). On stop (Ctrl-C, SIGTERM,
+SIGHUP, ``--seconds`` elapsed) both triggers are deleted (a signed ``deleted`` version) while
+the planner still runs, and the demo waits up to ``CONFIRM_S`` for the read model to show it.
+At start, triggers an earlier demo left live (ids ``heartbeat-<6 hex>`` and
+``heartbeat-<6 hex>-hook``, made before the ids were fixed, as the read model shows them) are
+deleted first, and the demo says so. The demo tenant's ingress key is ``demo/demo-1`` of
+``HORAE_TENANT_KEYS`` when set (then a deletion the planner could not apply before it stopped is
+applied by the next one), else a new one per run.
+
+It supervises its processes as a deployment's supervisor would (:mod:`horae.cli.demo_supervisor`):
+a planner, projector or dispatcher that exits (e.g. status 70, a transaction call that hung:
+docs/guarantees.md) is started again, unless the demo is stopping or it exited ``MAX_RESTARTS``
+times within a minute; the API is left stopped. Stopping is bounded: the processes get SIGTERM
+and their drain deadline plus a few seconds, then what is left is killed. A second Ctrl-C kills
+them at once. The stack keeps running: ``horae dev down`` stops it.
 """
 
 from __future__ import annotations
@@ -19,32 +32,48 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import logging
 import os
+import re
 import secrets
 import signal
-import subprocess
 import sys
+import threading
 import time
-from contextlib import suppress
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
-from confluent_kafka import KafkaException
+import psycopg
+from confluent_kafka import Consumer, KafkaException, Producer
 from pydantic import SecretStr
 
 from horae.api.auth import issue
 from horae.cli.common import add_flags, ensure_topics, require_services
 from horae.cli.demo_receiver import DemoReceiver
+from horae.cli.demo_supervisor import Supervisor
 from horae.cli.projections import migrate_live
 from horae.client import HoraeClient
 from horae.contracts import events as ev
-from horae.kafka.acls import provision_roles
-from horae.kafka.config import settings_credentials
+from horae.contracts.codec import Codec, DecodeError, default_codec
+from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, topic_name
+from horae.kafka.acls import provision_roles, tenant_group_prefix
+from horae.kafka.config import client_config, settings_credentials
+from horae.projections.queries import HistoryQueries
 from horae.settings import IngressKey, Settings
 
 TENANT = "demo"
 KEY_ID = "demo-1"
+EVENT_ID = "heartbeat"  # the event target's trigger
+HOOK_ID = "heartbeat-hook"  # the webhook target's trigger
+#: the ids earlier demos gave their triggers (a random suffix per run)
+LEFTOVER_ID = re.compile(r"heartbeat-[0-9a-f]{6}(-hook)?")
 MAX_RESTARTS = 5  # within a minute, per process; one more exit stops the demo
+CONFIRM_S = 5.0  # how long a stop waits for the read model to show the deletions
+CLOSE_S = 5.0  # how long a stop waits for the demo's own Kafka clients to close
+#: how long each process may take to drain after SIGTERM (the dispatcher: its attempt deadline)
+DRAIN_S = {"planner": 10.0, "projector": 10.0, "api": 5.0}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,7 +86,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     bootstrap, database_url = require_services(settings)
     ensure_topics(settings, bootstrap, (TENANT,))  # with the demo tenant's events topic
     migrate_live(settings, database_url)  # the projector role may not create its schema
-    secret = secrets.token_hex(16)
+    secret = _tenant_key(settings)
     whsec = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
     receiver = DemoReceiver(whsec)
     receiver.start()
@@ -76,102 +105,276 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     known = _subcommands()
     names = [n for n in ("planner", "projector", "dispatcher", "api") if n in known]
     principals = _principals(settings, bootstrap)
+    supervisor = Supervisor(
+        names,
+        lambda name: env | principals.get(name, {}),
+        {**DRAIN_S, "dispatcher": settings.dispatcher.deadline_s},
+        once=("api",),
+        max_restarts=MAX_RESTARTS,
+        show_kafka_logs=settings.demo.kafka_logs,
+    )
+    signals = 0
 
-    def start(name: str) -> subprocess.Popen[bytes]:
-        command = [sys.executable, "-m", "horae.cli.main", name]
-        return subprocess.Popen(command, env=env | principals.get(name, {}))
+    def _stop(*_: object) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 2:
+            print("demo: stopping now (the processes are killed)", file=sys.stderr, flush=True)
 
-    children = {name: start(name) for name in names}
-    restarts: dict[str, list[float]] = {name: [] for name in names}
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _stop)
+    stopping: Callable[[], bool] = lambda: signals > 0  # noqa: E731
+    supervisor.start_all()
     print(f"demo: started {', '.join(names)} against {bootstrap}")
     if principals:
         print(f"demo: each runs as its own Kafka user ({', '.join(sorted(principals))})")
-    stop = False
-
-    def _stop(*_: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    client = HoraeClient(
-        bootstrap,
-        tenant=TENANT,
-        key_id=KEY_ID,
-        key=secret.encode(),
-        prefix=settings.topic_prefix,
-    )
-    trigger_id = f"heartbeat-{secrets.token_hex(3)}"
-    definition = ev.TriggerDefinition(
-        tenant=TENANT,
-        trigger_id=trigger_id,
-        version=1,
-        state=ev.DefinitionState.LIVE,
-        recurrence=ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=settings.demo.expr),
-        target=ev.Target(kind=ev.TargetKind.EVENT, topic=client.events_topic),  # events.demo
-        authored_at=ev_now(),
-        author="horae-demo",
-        payload=b'{"hello": "horae"}',
-    )
-    client.put(definition)
-    webhook = replace(
-        definition,
-        trigger_id=f"{trigger_id}-hook",
-        payload=b'{"hello": "webhook"}',
-        target=ev.Target(kind=ev.TargetKind.WEBHOOK, url=receiver.url, secret_refs=("demo",)),
-    )
-    client.put(webhook)
-    print(
-        f"demo: triggers {TENANT}/{trigger_id} (event) and {TENANT}/{webhook.trigger_id} "
-        f"(webhook to {receiver.url}) are live, {settings.demo.expr!r} UTC:"
-    )
-    if "api" in children:
-        print(next_commands(settings, env), flush=True)
-    deadline = time.monotonic() + settings.demo.seconds if settings.demo.seconds else float("inf")
+    kafka_log = _kafka_logger(settings.demo.kafka_logs)
+    triggers = _Triggers(settings, bootstrap, database_url, secret, receiver.url, kafka_log)
+    consumer: Consumer | None = None
     fired = 0
     try:
-        while not stop and time.monotonic() < deadline:
-            for event in client.schedule_events(
-                timeout_s=1.0, from_beginning=True, group_id=f"demo-{trigger_id}"
-            ):
-                if event.trigger_id == trigger_id and event.type == "schedule.triggered":
-                    fired += 1
-                    late = (
-                        (event.emitted_at - event.scheduled_at).total_seconds()
-                        if event.scheduled_at
-                        else 0.0
-                    )
-                    print(
-                        f"  fired {event.scheduled_at:%Y-%m-%dT%H:%M:%SZ}  key {event.key_hash}"
-                        f"  decided {late * 1000:.0f} ms after the instant",
-                        flush=True,
-                    )
-                if stop or time.monotonic() >= deadline:
-                    break
-            for name, child in list(children.items()):
-                if child.poll() is not None:
-                    print(f"demo: {name} exited with {child.returncode}", file=sys.stderr)
-                    if name == "api":  # e.g. its port is taken: the fires go on without it
-                        del children[name]
-                        continue
-                    now = time.monotonic()
-                    restarts[name] = [t for t in restarts[name] if now - t < 60] + [now]
-                    if len(restarts[name]) > MAX_RESTARTS:
-                        stop = True
-                        continue
-                    children[name] = start(name)
-                    print(f"demo: {name} started again", file=sys.stderr, flush=True)
+        triggers.delete_leftovers()
+        triggers.put_live()
+        print(
+            f"demo: triggers {TENANT}/{EVENT_ID} (event) and {TENANT}/{HOOK_ID} "
+            f"(webhook to {receiver.url}) are live, {settings.demo.expr!r} UTC:",
+            flush=True,
+        )
+        if "api" in names:
+            print(next_commands(settings, env), flush=True)
+        consumer = _events_consumer(settings, bootstrap, kafka_log)
+        codec = default_codec()
+        deadline = time.monotonic() + settings.demo.seconds if settings.demo.seconds else None
+        while not stopping() and (deadline is None or time.monotonic() < deadline):
+            event = _next_event(consumer, codec, triggers.version)
+            if event is not None:
+                fired += 1
+                print(_fired_line(event), flush=True)
+            if not supervisor.check(stopping):
+                break
     finally:
-        client.close()
+        if not signals > 1:
+            triggers.delete_own(lambda: supervisor.alive("planner"), lambda: signals > 1)
+        supervisor.stop(hurry=lambda: signals > 1)
+        if consumer is not None:
+            _bounded(consumer.close, CLOSE_S)
+        triggers.close()
         receiver.stop()
-        for child in children.values():
-            with suppress(ProcessLookupError):
-                child.send_signal(signal.SIGTERM)
-        for child in children.values():
-            with suppress(subprocess.TimeoutExpired):
-                child.wait(30)
     print(f"demo: {fired} fires seen; processes stopped (`horae dev down` stops the stack)")
     return 0 if fired else 1
+
+
+class _Triggers:
+    """The demo's two triggers: made live, deleted at the end, and leftovers of earlier demos
+    found in the read model and deleted. Produced, signed, to the ingress topic."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        bootstrap: str,
+        database_url: str,
+        secret: str,
+        url: str,
+        kafka_log: logging.Logger | None,
+    ) -> None:
+        self.version = _now_ms()
+        self.database_url = database_url
+        self.schema = settings.projection_schema
+        self.client = HoraeClient(
+            bootstrap,
+            tenant=TENANT,
+            key_id=KEY_ID,
+            key=secret.encode(),
+            prefix=settings.topic_prefix,
+        )
+        extra: dict[str, Any] = dict(PRODUCER_DEFAULTS)
+        if kafka_log is not None:
+            extra["logger"] = kafka_log
+        self.producer = Producer(client_config(bootstrap, extra))
+        self.event = ev.TriggerDefinition(
+            tenant=TENANT,
+            trigger_id=EVENT_ID,
+            version=self.version,
+            state=ev.DefinitionState.LIVE,
+            recurrence=ev.Recurrence(kind=ev.RecurrenceKind.CRON, expr=settings.demo.expr),
+            target=ev.Target(kind=ev.TargetKind.EVENT, topic=self.client.events_topic),
+            authored_at=ev_now(),
+            author="horae-demo",
+            payload=b'{"hello": "horae"}',
+        )
+        self.hook = replace(
+            self.event,
+            trigger_id=HOOK_ID,
+            payload=b'{"hello": "webhook"}',
+            target=ev.Target(kind=ev.TargetKind.WEBHOOK, url=url, secret_refs=("demo",)),
+        )
+        self.live = False
+        self.deleted_at = 0
+
+    def put_live(self) -> None:
+        self._produce([self.event, self.hook])
+        self.live = True
+
+    def delete_leftovers(self) -> None:
+        """Delete what earlier demos left live (as the read model shows it), and say so."""
+        try:
+            rows = self._live_rows()
+        except psycopg.Error as exc:
+            print(f"demo: could not look for an earlier demo's triggers ({exc})", file=sys.stderr)
+            return
+        found = sorted(
+            (r["trigger_id"], int(r["version"]))
+            for r in rows
+            if LEFTOVER_ID.fullmatch(r["trigger_id"])
+        )
+        if not found:
+            return
+        version = _now_ms()
+        gone = [
+            self._deleted(self.hook if tid.endswith("-hook") else self.event, max(version, v + 1))
+            for tid, v in found
+        ]
+        gone = [replace(d, trigger_id=tid) for d, (tid, _) in zip(gone, found, strict=True)]
+        self._produce(gone)
+        names = ", ".join(f"{TENANT}/{tid}" for tid, _ in found)
+        print(f"demo: deleted {len(found)} trigger(s) an earlier demo left live: {names}")
+
+    def delete_own(self, planner_alive: Callable[[], bool], hurry: Callable[[], bool]) -> None:
+        """Delete the two triggers; wait (up to :data:`CONFIRM_S`, while the planner runs) for
+        the read model to show both deleted."""
+        if not self.live:
+            return
+        version = max(_now_ms(), self.version + 1)
+        try:
+            self._produce([self._deleted(self.event, version), self._deleted(self.hook, version)])
+        except KafkaException as exc:
+            print(f"demo: deleting the demo's triggers failed ({exc})", file=sys.stderr)
+            return
+        ids = f"{TENANT}/{EVENT_ID} and {TENANT}/{HOOK_ID}"
+        deadline = time.monotonic() + CONFIRM_S
+        while planner_alive() and not hurry() and time.monotonic() < deadline:
+            if self._deleted_in_read_model(version):
+                print(f"demo: triggers {ids} deleted")
+                return
+            time.sleep(0.2)
+        print(f"demo: triggers {ids} deleted (version {version}; not in the read model yet)")
+
+    def close(self) -> None:
+        _bounded(lambda: self.producer.flush(CLOSE_S), CLOSE_S + 1)
+
+    def _deleted(self, d: ev.TriggerDefinition, version: int) -> ev.TriggerDefinition:
+        return replace(d, version=version, state=ev.DefinitionState.DELETED, authored_at=ev_now())
+
+    def _produce(self, definitions: list[ev.TriggerDefinition]) -> None:
+        errors: list[object] = []
+        topic = topic_name(Topic.DEFINITIONS, self.client.prefix)
+        for d in definitions:
+            self.producer.produce(
+                topic,
+                key=ev.trigger_key(d.tenant, d.trigger_id).encode(),
+                value=self.client.codec.encode(self.client.sign(d)),
+                on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
+            )
+        if self.producer.flush(30) != 0:
+            raise KafkaException("the demo's definitions were not acknowledged within 30 s")
+        if errors:
+            raise KafkaException(errors[0])
+
+    def _live_rows(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        with psycopg.connect(self.database_url, autocommit=True, connect_timeout=5) as conn:
+            queries = HistoryQueries(conn, self.schema)
+            cursor = None
+            while True:
+                page = queries.triggers(TENANT, limit=500, cursor=cursor)
+                rows += page.items
+                cursor = page.next_cursor
+                if cursor is None:
+                    return rows
+
+    def _deleted_in_read_model(self, version: int) -> bool:
+        try:
+            with psycopg.connect(self.database_url, autocommit=True, connect_timeout=2) as conn:
+                queries = HistoryQueries(conn, self.schema)
+                rows = [queries.trigger_row(TENANT, tid) for tid in (EVENT_ID, HOOK_ID)]
+        except psycopg.Error:
+            return False
+        return all(
+            r is not None and int(r["version"]) >= version and r["state"] == "deleted" for r in rows
+        )
+
+
+def _events_consumer(
+    settings: Settings, bootstrap: str, kafka_log: logging.Logger | None
+) -> Consumer:
+    """A consumer of the demo tenant's events topic in the demo's own group (each run goes on
+    from where the last one stopped; events of earlier runs are told apart by version)."""
+    config: dict[str, Any] = {
+        "group.id": tenant_group_prefix(TENANT, settings.topic_prefix) + "demo",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": True,
+        "isolation.level": "read_committed",
+    }
+    if kafka_log is not None:
+        config["logger"] = kafka_log
+    consumer = Consumer(client_config(bootstrap, config))
+    consumer.subscribe([settings.topic_prefix + events_topic(TENANT)])
+    return consumer
+
+
+def _next_event(consumer: Consumer, codec: Codec, version: int) -> ev.ScheduleEvent | None:
+    """The next ``schedule.triggered`` of this run's event trigger within half a second."""
+    msg = consumer.poll(0.5)
+    if msg is None or msg.error() is not None:
+        return None
+    try:
+        event = codec.decode(msg.value() or b"", ev.ScheduleEvent)
+    except DecodeError:
+        return None
+    if (
+        event.trigger_id == EVENT_ID
+        and event.trigger_version == version
+        and event.type == "schedule.triggered"
+    ):
+        return event
+    return None
+
+
+def _fired_line(event: ev.ScheduleEvent) -> str:
+    late = (event.emitted_at - event.scheduled_at).total_seconds() if event.scheduled_at else 0.0
+    return (
+        f"  fired {event.scheduled_at:%Y-%m-%dT%H:%M:%SZ}  key {event.key_hash}"
+        f"  decided {late * 1000:.0f} ms after the instant"
+    )
+
+
+def _bounded(call: Callable[[], object], timeout_s: float) -> None:
+    """Run ``call`` for at most ``timeout_s`` (in a daemon thread left behind after that)."""
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+
+
+def _kafka_logger(show: bool) -> logging.Logger | None:
+    """None: librdkafka prints its own lines (``--kafka-logs``); else a logger that drops them."""
+    if show:
+        return None
+    log = logging.getLogger("horae.demo.librdkafka")
+    log.addHandler(logging.NullHandler())
+    log.propagate = False
+    return log
+
+
+def _tenant_key(settings: Settings) -> str:
+    """The demo tenant's ingress secret: ``demo/demo-1`` of HORAE_TENANT_KEYS, else a new one."""
+    key = settings.tenant_keys.get(TENANT, {}).get(KEY_ID)
+    if key is None:
+        return secrets.token_hex(16)
+    return key.get_secret_value() if isinstance(key, SecretStr) else key.secret.get_secret_value()
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _api_env(settings: Settings) -> dict[str, str]:

@@ -34,6 +34,8 @@ class DemoReceiver:
                 return
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True  # a stop never waits for a call still being read
+        self.server.block_on_close = False
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -41,5 +43,6 @@ class DemoReceiver:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop serving (within the server's half-second poll); calls in progress are dropped."""
         self.server.shutdown()
         self.server.server_close()
