@@ -7,7 +7,9 @@
   (rate over the last ~10 s);
 - ``horae_projection_duplicate_keys_total{schema,kind}``: second fire records under one key
   (``kind`` = ``different`` decision or ``identical`` re-send);
-- ``horae_projection_errors_total{schema,cause}``: records skipped (kept in projection_errors);
+- ``horae_projection_errors_total{schema,cause}``: records skipped (kept in projection_errors):
+  undecodable or unexpected ones, and ``cause="store"`` for records the store could not hold
+  (set aside after the batch's retries, see :mod:`.isolate`);
 - ``horae_projection_batch_seconds{schema}``, ``horae_projection_db_retries_total{schema}``.
 """
 
@@ -49,7 +51,8 @@ class ProjectionMetrics:
         )
         self.errors = Counter(
             "horae_projection_errors",
-            "Records skipped (undecodable or unexpected)",
+            "Records skipped, kept in projection_errors (undecodable, unexpected, or refused by "
+            "the store: cause store)",
             ["schema", "cause"],
             registry=r,
         )
@@ -62,7 +65,7 @@ class ProjectionMetrics:
         )
         self.db_retries = Counter(
             "horae_projection_db_retries",
-            "Reconnects after a database error",
+            "Reconnects after a database error, and retries of a batch the store refused",
             ["schema"],
             registry=r,
         )

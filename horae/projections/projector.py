@@ -18,8 +18,14 @@ tenant's events topic; a tenant's topic created later joins within the metadata 
 and is read from its beginning (no stored offset), in the same exactly-once batches.
 
 Batches: up to ``batch_records`` records or ``batch_ms`` milliseconds. Records that fail to
-decode are counted, kept in ``projection_errors`` and skipped. Database errors are retried with
-backoff until ``stop_event`` is set; nothing is lost meanwhile (the batch is dropped and re-read).
+decode are counted, kept in ``projection_errors`` and skipped. A batch the store refuses because
+of a record's values (:func:`~.store.is_record_fault`: a NUL byte in a description, say) is
+retried ``record_retries`` times, ``retry_backoff_s`` seconds apart and doubling; then it is split
+to find the records it cannot hold, which are set aside in ``projection_errors`` (cause ``store``)
+in one transaction with the offset after them, counted in ``horae_projection_errors_total`` and
+logged, while every other record of the batch is projected (:mod:`.isolate`): one tenant's
+record never stalls the others. Other database errors are retried with backoff until
+``stop_event`` is set; nothing is lost meanwhile (the batch is dropped and re-read).
 Pipelining: a writer thread commits batch N while the consumer thread decodes batch N+1 (PostgreSQL
 works on the other core). Batches still commit strictly in order; when batch N fails, batch N+1 is
 dropped and every partition reseeks to the stored offsets. Rebalance callbacks first wait for the
@@ -48,9 +54,16 @@ from horae.contracts.codec import Codec, default_codec
 from horae.contracts.topics import Topic, events_pattern, is_events_topic, topic_name
 from horae.kafka.config import client_config
 from horae.kafka.txn import is_fatal
+from horae.projections.isolate import STORE_CAUSE, isolate
 from horae.projections.metrics import ProjectionMetrics
 from horae.projections.rows import PROJECTED, Batch, RecordMapper, Stage
-from horae.projections.store import ApplyResult, GenerationChanged, ProjectionStore
+from horae.projections.store import (
+    ApplyResult,
+    GenerationChanged,
+    ProjectionStore,
+    describe_fault,
+    is_record_fault,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +82,8 @@ class ProjectorConfig:
     batch_ms: int = 200
     group_id: str | None = None  # default <prefix>projector.<schema>
     stop_at: dict[TP, int] | None = None  # replay mode: stop at these end offsets
+    record_retries: int = 2  # applies of a batch a record's values refuse, before splitting it
+    retry_backoff_s: float = 1.0  # the wait before the first of them (doubling)
     consumer_overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -101,6 +116,14 @@ class ProjectorStats:
 
 
 BatchHook = Callable[[Batch, ApplyResult], None]
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+
+
+class _Stopped(Exception):
+    """Stop was requested while a refused batch waited for its next try (nothing committed)."""
 
 
 class Projector:
@@ -267,7 +290,7 @@ class Projector:
         if not self._drain(consumer, resync=True):
             return  # the batch in flight failed: this one was read past it, drop it
         if batch.records:
-            future = self._writer.submit(self.store.apply, batch)
+            future = self._writer.submit(self._write, batch)
             self._inflight = (batch, time.monotonic(), future)
         self._update_lag(consumer, time.time(), force=bool(batch.records))
 
@@ -280,6 +303,8 @@ class Projector:
         self._inflight = None
         try:
             result = future.result()
+        except _Stopped:
+            return False
         except GenerationChanged as exc:
             log.warning("%s; reconnecting and reseeking", exc)
             self._recover(consumer, resync)
@@ -296,6 +321,41 @@ class Projector:
         if self.on_batch is not None:
             self.on_batch(batch, result)
         return True
+
+    def _write(self, batch: Batch) -> ApplyResult:
+        """Apply ``batch`` (on the writer thread). A record fault: retried, then the batch split
+        and the records the store cannot hold set aside (see the module docstring)."""
+        cfg = self.config
+        delay = cfg.retry_backoff_s
+        for retry in range(cfg.record_retries + 1):
+            try:
+                return self.store.apply(batch)
+            except Exception as exc:
+                if not is_record_fault(exc):
+                    raise
+                failure: Exception = exc
+            if retry == cfg.record_retries:
+                break
+            log.warning(
+                "batch of %d records refused by the store (%s); trying again in %.1fs",
+                batch.records, _first_line(failure), delay,
+            )  # fmt: skip
+            self._count_retry()
+            if self._stop.wait(delay):
+                raise _Stopped
+            delay *= 2
+        results, aside = isolate(batch, failure, self.store.apply, is_record_fault, describe_fault)
+        total = ApplyResult()
+        for result in results:
+            total.add(result)
+        total.set_aside.extend(aside)
+        for record in aside:
+            s = record.source
+            log.error(
+                "set aside %s[%d]@%d (key %r) in projection_errors: the store cannot hold it: %s",
+                s.topic, s.partition, s.offset, s.key, record.detail,
+            )  # fmt: skip
+        return total
 
     def _recover(self, consumer: Consumer, resync: bool) -> None:
         self.store.close()
@@ -320,6 +380,9 @@ class Projector:
             m.duplicate_keys.labels(schema, "identical").inc(result.duplicates_identical)
         for row in batch.rows.get(Stage.ERRORS, ()):
             m.errors.labels(schema, str(row[3])).inc()
+        stats.errors += len(result.set_aside)
+        for _ in result.set_aside:
+            m.errors.labels(schema, STORE_CAUSE).inc()
         now_ms = time.time() * 1000
         for tp, ts in batch.last_timestamp_ms.items():
             m.lag_seconds.labels(schema, tp[0], str(tp[1])).set(max(0.0, (now_ms - ts) / 1000))

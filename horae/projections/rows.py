@@ -1,11 +1,13 @@
 """Pure mapping of consumed records to staging rows (no I/O).
 
 One :class:`Batch` collects, per staging table, the rows of the records it was given, in the
-column order of ``sql/stage.sql``; a record that cannot be decoded, or whose type is not the one
-its topic carries, becomes an error row instead (skipped, never stops the projection). Tombstones
-(``value is None``) are consumed and ignored. Decoding is the codec's (its compiled readers for
-current-schema records, schema resolution for older ones); nested value objects are stored as the
-canonical JSON of their Avro datum.
+column order of ``sql/stage.sql``, and beside each row where its record was read (its
+:class:`Source`: coordinates, key, value, timestamp), so that a record the store cannot hold can
+be found and set aside (:mod:`.isolate`); a record that cannot be decoded, or whose type is not
+the one its topic carries, becomes an error row instead (skipped, never stops the projection).
+Tombstones (``value is None``) are consumed and ignored. Decoding is the codec's (its compiled
+readers for current-schema records, schema resolution for older ones); nested value objects are
+stored as the canonical JSON of their Avro datum.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from horae.contracts import events as ev
 from horae.contracts._reflect import to_avro
@@ -23,6 +25,20 @@ from horae.contracts.codec import Codec, DecodeError
 from horae.contracts.topics import Topic
 
 Row = tuple[Any, ...]
+
+
+class Source(NamedTuple):
+    """Where the record of one staged row was read, and what it was (its key and value bytes and
+    its timestamp, for an error row if the store refuses it). A tuple: one is built per record."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int | None
+
+
 _UNKNOWN = "unknown"  # the state the read models show for an outcome whose result is unknown
 _DISPATCHER, _CALLBACK = ev.OutcomeSource.DISPATCHER.value, ev.OutcomeSource.CALLBACK.value
 
@@ -193,11 +209,21 @@ def _ts(timestamp_ms: int | None) -> datetime | None:
     return datetime.fromtimestamp(timestamp_ms / 1000, UTC)
 
 
+def error_row(source: Source, cause: str, detail: str) -> Row:
+    """The ``projection_errors`` row of a record set aside with ``cause`` and ``detail``."""
+    return (
+        source.topic, source.partition, source.offset, cause, detail, source.key, source.value,
+        _ts(source.timestamp_ms),
+    )  # fmt: skip
+
+
 @dataclass
 class Batch:
     """The staging rows of one batch, plus the next offset per (topic, partition) it covers."""
 
     rows: dict[Stage, list[Row]] = field(default_factory=dict)
+    #: beside each row of ``rows`` (same stage, same index): the record it came from
+    sources: dict[Stage, list[Source]] = field(default_factory=dict)
     next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     records: int = 0
     errors: int = 0
@@ -215,9 +241,15 @@ class Batch:
         value: bytes | None,
         timestamp_ms: int | None,
     ) -> None:
-        row = (topic, partition, offset, error.cause, error.detail, key, value, _ts(timestamp_ms))
-        self.rows.setdefault(Stage.ERRORS, []).append(row)
+        source = Source(topic, partition, offset, key, value, timestamp_ms)
+        self.add_row(Stage.ERRORS, error_row(source, error.cause, error.detail), source)
         self.errors += 1
+
+    def add_row(self, stage: Stage, row: Row, source: Source) -> None:
+        """Stage ``row`` of the record ``source`` (no offset is advanced: see
+        :meth:`RecordMapper.add`)."""
+        self.rows.setdefault(stage, []).append(row)
+        self.sources.setdefault(stage, []).append(source)
 
     def count(self, stage: Stage) -> int:
         return len(self.rows.get(stage, ()))
@@ -280,4 +312,4 @@ class RecordMapper:
             err = DecodeError("invalid", f"{type(exc).__name__}: {exc}")
             batch.add_error(topic, partition, offset, err, key, value, timestamp_ms)
             return
-        batch.rows.setdefault(stage, []).append(row)
+        batch.add_row(stage, row, Source(topic, partition, offset, key, value, timestamp_ms))

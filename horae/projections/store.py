@@ -13,8 +13,11 @@
    a key goes to ``fire_duplicates``);
 4. upsert the next offsets; COMMIT.
 
-Any exception leaves nothing behind (the transaction rolls back); the caller reconnects and seeks
-back to the stored offsets. Not thread-safe: one store per projector thread.
+Any exception leaves nothing behind (the transaction rolls back). :func:`is_record_fault` tells
+the caller whether it was the records' fault (a value the database cannot hold: the batch is
+retried a few times, then split to set that record aside, :mod:`.isolate`) or the database's
+(the caller reconnects and seeks back to the stored offsets). Not thread-safe: one store per
+projector thread.
 
 The store needs only the projector role's privileges (:mod:`horae.projections.roles`) on a
 migrated schema. On connecting it migrates a schema that still needs migrations, which only the
@@ -31,6 +34,7 @@ from typing import Any
 import psycopg
 
 from horae.projections import schema as pschema
+from horae.projections.isolate import SetAside
 from horae.projections.rows import STAGE_COLUMNS, STAGE_TYPES, Batch, Row, Stage
 from horae.projections.sqlfiles import sql
 
@@ -60,10 +64,56 @@ class ApplyResult:
     duplicates_identical: int = 0
     duplicates_different: int = 0
     dropped: int = 0  # records below the stored offsets (already applied)
+    set_aside: list[SetAside] = field(default_factory=list)  # records the store could not hold
+
+    def add(self, other: ApplyResult) -> None:
+        """Count ``other`` (another transaction of the same batch) in this result."""
+        for stage, n in other.rows.items():
+            self.rows[stage] = self.rows.get(stage, 0) + n
+        self.duplicates_identical += other.duplicates_identical
+        self.duplicates_different += other.duplicates_different
+        self.dropped += other.dropped
+        self.set_aside.extend(other.set_aside)
 
     @property
     def total_rows(self) -> int:
         return sum(n for s, n in self.rows.items() if s is not Stage.ERRORS)
+
+
+#: SQLSTATE classes of errors a record's own values cause: data exceptions (22: a NUL byte in
+#: text, an invalid JSON escape, a number out of range), integrity violations (23) and program
+#: limits (54: an index row too large, a value nested too deep)
+_RECORD_FAULT_CLASSES = ("22", "23", "54")
+
+
+def is_record_fault(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by :meth:`ProjectionStore.apply`, is the fault of a record's
+    values (the same record fails again, wherever it is: split the batch and set it aside)
+    rather than of the database (connection, privileges, a swapped schema: retry as it is).
+    Values psycopg refuses before sending them (a lone surrogate, an integer too large) raise
+    ``ValueError``, ``TypeError`` or ``OverflowError`` and count as the record's too."""
+    if isinstance(exc, GenerationChanged):
+        return False
+    if isinstance(exc, psycopg.Error):
+        if isinstance(exc, psycopg.DataError | psycopg.IntegrityError):
+            return True
+        return (exc.sqlstate or "")[:2] in _RECORD_FAULT_CLASSES
+    return isinstance(exc, ValueError | TypeError | OverflowError)
+
+
+def describe_fault(stage: Stage, exc: BaseException) -> str:
+    """The cause of a record fault as ``projection_errors.detail``: the table, the SQLSTATE, the
+    primary message and its detail (never the context, which names the record's line in its
+    batch), with NUL bytes and unencodable characters escaped so the detail can be stored."""
+    if isinstance(exc, psycopg.Error):
+        message = exc.diag.message_primary or (str(exc).splitlines() or [""])[0]
+        text = f"{stage.value}: {exc.sqlstate or type(exc).__name__} {message}"
+        if exc.diag.message_detail:
+            text = f"{text} ({exc.diag.message_detail})"
+    else:
+        text = f"{stage.value}: {type(exc).__name__}: {exc}"
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00")[:2000]
 
 
 def position_of(stage: Stage, row: Row, stage_topic: str) -> tuple[str, int, int]:
