@@ -3,6 +3,9 @@
 Contract of :meth:`HttpSender.send` (it never raises for a failed attempt; it returns an
 :class:`AttemptResult`):
 
+* a request that is not HTTP (a method that is not a token, a header with a line break or a NUL)
+  raises :class:`~horae.outbound.sendable.Unsendable` before anything else: it is no transport
+  failure, and would fail the same way on every attempt;
 * the URL goes through the :class:`~horae.outbound.ssrf.AddressPolicy` first; a refusal is
   ``refused_ssrf`` and nothing is sent;
 * the connection goes to one of the addresses that were checked, and only those: the connector's
@@ -42,6 +45,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from horae.outbound.results import AttemptResult as AttemptResult
 from horae.outbound.results import Outcome as Outcome
 from horae.outbound.results import SendResult as SendResult
+from horae.outbound.sendable import check_sendable
 from horae.outbound.ssrf import AddressPolicy, AddressRefused, CheckedTarget, ResolutionError
 
 
@@ -210,6 +214,7 @@ class HttpSender:
         ``timeout_ms``) bounds the whole attempt below ``deadline_s``."""
         if self._session is None:
             raise RuntimeError("HttpSender is not started")
+        check_sendable(method, headers)  # raises Unsendable: nothing resolved, nothing sent
         started = self._monotonic()
         attempt = _Attempt()
         reset = _ATTEMPT.set(attempt)

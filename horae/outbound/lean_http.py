@@ -41,6 +41,7 @@ import httptools
 
 from horae.outbound.http_sender import SenderConfig, parse_retry_after
 from horae.outbound.results import AttemptResult, SendResult
+from horae.outbound.sendable import check_sendable
 from horae.outbound.ssrf import AddressPolicy, AddressRefused, CheckedTarget, ResolutionError
 
 _DEFAULT_NAMES = frozenset({"user-agent", "accept-encoding"})
@@ -326,6 +327,7 @@ class LeanHttpSender:
         loop = self._loop
         if loop is None:
             raise RuntimeError("LeanHttpSender is not started")
+        check_sendable(method, headers)  # raises Unsendable: nothing resolved, nothing sent
         started = self._monotonic()
         limit = self.config.deadline_s
         deadline_at = loop.time() + (limit if timeout_s is None else min(limit, timeout_s))

@@ -27,6 +27,7 @@ from horae.outbound.results import AttemptResult, Outcome, SendResult
 from horae.outbound.retry_decision import plan_retry
 from horae.ports import Emit
 from horae.streams.dispatcher.records import (
+    UNSENDABLE,
     OrderHeaders,
     Verdict,
     attempt_record,
@@ -49,7 +50,7 @@ class Sent:
     started_ms: int
     ended_ms: int
     error: str | None = None
-    not_sent: ev.NotSent | None = None
+    not_sent: str | None = None  # a NotSent value, or records.UNSENDABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +162,7 @@ def conclude(
     emits.append(router.emit(outcome, partition, headers=headers))
     event = fire_event(order, verdict, now_ms=now_ms, http_status=status, cause=cause)
     emits.append(router.emit(event, partition))
-    if verdict in (Verdict.EXHAUSTED, Verdict.UNKNOWN):
+    if verdict in (Verdict.EXHAUSTED, Verdict.UNKNOWN) or sent.not_sent == UNSENDABLE:
         dlq_headers = [*headers, (H_DLQ_CAUSE, f"{verdict.value}: {cause}"[:500].encode())]
         emits.append(router.emit(order, partition, topic=Topic.DLQ, headers=dlq_headers))
     return Conclusion(verdict, emits, cause, status)

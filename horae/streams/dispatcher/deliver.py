@@ -2,17 +2,30 @@
 
 :func:`attempt_once` makes the call through an :class:`~horae.ports.HttpSender` and reports what
 it did as a :class:`~.conclude.Sent`; the verdict and the records are the pure core's.
+
+An order the sender cannot send — it raises :class:`~horae.outbound.sendable.Unsendable` (a
+``target.method`` that is not an HTTP method, a tenant header with a line break or a NUL), or any
+other ``ValueError`` refusing the request itself — is no transport failure and would fail the
+same way on every attempt: it is reported as not sent (``not_sent`` ``unsendable``, the cause
+naming the part and why), which concludes the fire ``failed`` with its attempt record, outcome,
+``schedule.failed`` event and a DLQ entry, and the lane partition moves on.
 """
 
 from __future__ import annotations
+
+import logging
 
 from horae.contracts import events as ev
 from horae.contracts.ingress import forbidden_header
 from horae.outbound import attempt_headers, issue_token
 from horae.outbound.envelope import webhook_body
+from horae.outbound.sendable import Unsendable
 from horae.ports import SYSTEM_CLOCK, Clock, HttpSender
 from horae.streams.dispatcher.conclude import Sent
 from horae.streams.dispatcher.config import DispatcherConfig
+from horae.streams.dispatcher.records import UNSENDABLE
+
+log = logging.getLogger(__name__)
 
 NO_SECRET = "no signing secret: none of the target's secret_refs is configured"
 NO_URL = "the webhook target has no URL"
@@ -59,11 +72,23 @@ async def attempt_once(
             content_type=content_type,
         )
     )
-    result = await sender.send(
-        order.target.url,
-        body,
-        headers,
-        method=order.target.method or "POST",
-        timeout_s=order.target.timeout_ms / 1000,
-    )
+    try:
+        result = await sender.send(
+            order.target.url,
+            body,
+            headers,
+            method=order.target.method or "POST",
+            timeout_s=order.target.timeout_ms / 1000,
+        )
+    except ValueError as exc:  # the request itself is refused: see the module docstring
+        cause = unsendable_cause(exc)
+        log.warning("%s cannot be sent, failing the fire: %s", fire.fire_key, cause)
+        return Sent(None, started_ms, int(clock.now() * 1000), cause, UNSENDABLE)
     return Sent(result, started_ms, int(clock.now() * 1000))
+
+
+def unsendable_cause(exc: ValueError) -> str:
+    """The cause an unsendable order's attempt and outcome carry."""
+    if isinstance(exc, Unsendable):
+        return f"unsendable: target.{exc.part}: {exc.reason}"
+    return f"unsendable: {type(exc).__name__}: {exc}"

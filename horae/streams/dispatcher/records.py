@@ -18,7 +18,9 @@ exactly one of:
 
 Every attempt, outcome and event carries the fire's tzdata version; every outcome here has
 ``source`` ``dispatcher`` (the callback's have ``callback``). An attempt that never ran (no
-signing secret, no URL) has ``not_sent`` saying why.
+signing secret, no URL, a request no sender can send) has ``not_sent`` saying why, and fails the
+fire; an unsendable one (``not_sent`` :data:`UNSENDABLE`) also puts its order on the DLQ, as
+an exhausted fire does.
 
 A fire the planner replaced (overlap ``replace``) whose first attempt the dispatcher still held
 gets no attempt: only its outcome, ``cancelled`` (:func:`~.conclude.cancelled`).
@@ -45,6 +47,11 @@ H_BASE = "horae-budget-base"
 H_REDRIVE = "horae-redrive-of"
 
 Headers = Sequence[tuple[str, str | bytes | None]]
+
+#: ``Attempt.not_sent`` of an order no HTTP sender can send (a ``target.method`` that is not an
+#: HTTP method, a header with a line break: :mod:`horae.outbound.sendable`). A plain Avro string
+#: beside :class:`~horae.contracts.events.NotSent`'s values.
+UNSENDABLE = "unsendable"
 
 
 class Verdict(StrEnum):
@@ -125,7 +132,7 @@ def attempt_record(
     ended_ms: int,
     next_attempt_ms: int | None,
     error: str | None = None,
-    not_sent: ev.NotSent | None = None,
+    not_sent: str | None = None,
 ) -> ev.Attempt:
     """The history record of attempt ``order.attempt``. ``result`` None: nothing was sent
     (``not_sent`` and ``error`` say why; ``transport_result`` is ``refused_address`` for readers
