@@ -9,13 +9,15 @@ import asyncio
 import base64
 import json
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
+import psycopg
 from confluent_kafka import KafkaError, Message, Producer
 from psycopg_pool import ConnectionPool
 
-from horae.api.ports import BadCursor, FireStory, LatenessRow, Page, StoredTrigger
+from horae.api.ports import BadCursor, BadValue, FireStory, LatenessRow, Page, StoredTrigger
 from horae.api.render import DEFAULTS, row_listed
 from horae.contracts import events as ev
 from horae.contracts.codec import Codec, default_codec
@@ -26,6 +28,7 @@ from horae.kafka.config import client_config
 from horae.projections import queries as q
 
 ACK_TIMEOUT_S = 30.0
+T = TypeVar("T")
 
 
 def _settle(acked: asyncio.Future[None], err: KafkaError | None) -> None:
@@ -156,14 +159,18 @@ class PostgresHistory:
         )
         self.queries = q.HistoryQueries(self.pool, schema)
 
-    def _q(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+    def _q(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``func``'s answer; a cursor it refuses is :class:`BadCursor`, a value PostgreSQL
+        cannot hold or compare (a data error) :class:`BadValue`."""
         try:
             return func(*args, **kwargs)
         except q.BadCursor as exc:
             raise BadCursor(str(exc)) from None
+        except psycopg.DataError as exc:
+            raise BadValue(f"{type(exc).__name__}: {exc}") from None
 
     def trigger(self, tenant: str, trigger_id: str) -> StoredTrigger | None:
-        row = self.queries.trigger_row(tenant, trigger_id)
+        row = self._q(self.queries.trigger_row, tenant, trigger_id)
         return None if row is None else _stored(row)
 
     def triggers(
@@ -193,7 +200,7 @@ class PostgresHistory:
         return _page(page)
 
     def fire(self, tenant: str, fire_key: str) -> FireStory | None:
-        found = self.queries.fire(tenant, fire_key)
+        found = self._q(self.queries.fire, tenant, fire_key)
         if found is None:
             return None
         return FireStory(found.fire, found.attempts, found.outcome, found.outcomes)
@@ -203,7 +210,7 @@ class PostgresHistory:
     ) -> tuple[LatenessRow, list[LatenessRow]]:
         rows = [
             LatenessRow(r["fires"], r["p50"], r["p99"], r["max"], r["missed"], r["trigger_id"])
-            for r in self.queries.lateness_summary(tenant, since, until, trigger_id)
+            for r in self._q(self.queries.lateness_summary, tenant, since, until, trigger_id)
         ]
         total = next((r for r in rows if r.trigger_id is None), None)
         per = [r for r in rows if r.trigger_id is not None]

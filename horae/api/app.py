@@ -3,11 +3,19 @@
 Routes, roles and errors are listed in ``docs/api.md``; the OpenAPI document is served at
 ``/v1/openapi.json`` and the docs at ``/v1/docs``. The tenant comes from the token only; another
 tenant's resource answers 404, a role that does not suffice 403.
+
+The edge refuses what the stores cannot hold before any route runs: every path and query value
+keeps the text rules of :mod:`horae.contracts.textrules` (422 naming the parameter), a body must
+be ``application/json`` (415) of JSON nested at most :data:`~horae.contracts.textrules.MAX_DEPTH`
+deep (422), a value the database still refuses answers 422 (:class:`~horae.api.ports.BadValue`),
+an unknown path (a trailing slash included) answers 404, never a redirect. Request values reach
+the log escaped (:func:`~horae.contracts.textrules.printable`): no line break from a client.
 """
 
 import json
 import logging
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
@@ -31,6 +39,7 @@ from horae.api.auth import Principal, TokenError, Verifier
 from horae.api.memory import MemoryRecentWrites
 from horae.api.ports import (
     BadCursor,
+    BadValue,
     DefinitionSink,
     HistorySource,
     LatenessRow,
@@ -43,6 +52,7 @@ from horae.api.service import (
     ApiError,
     Service,
     backfill_cost,
+    checked,
     compare,
     invalid,
     not_found,
@@ -52,12 +62,16 @@ from horae.api.verification import Fetch, MemoryVerifications, VerificationStore
 from horae.cli.tenants import tenant_command
 from horae.contracts import events as ev
 from horae.contracts.ingress import NAME
+from horae.contracts.textrules import MAX_DEPTH, Rule, json_problem, printable, text_problem
 from horae.outbound.ssrf import AddressPolicy
 from horae.settings import Settings
 
 log = logging.getLogger("horae.api")
 Role = ev.Role
 MAX_PAGE = 1000
+#: what every path and query value of a request must be (the text rules of a line)
+REQUEST_VALUE = Rule(2048)
+JSON_MEDIA_TYPE = "application/json"
 
 
 class RateLimiter:
@@ -110,8 +124,14 @@ class Outer:
                 await problems.problem(413, too_large, instance=path)(scope, receive, sending)
             else:
                 await self.app(scope, receive, sending)
-        except Exception:
-            log.exception("unhandled error on %s %s", method, path)
+        except Exception as exc:
+            log.error(  # escaped: a client's line break never starts a log line of its own
+                "unhandled error on %s %s: %s\n%s",
+                printable(method),
+                problems.instance_of(path),
+                printable(f"{type(exc).__name__}: {exc}"),
+                "".join(traceback.format_tb(exc.__traceback__)).rstrip(),
+            )
             if answering:
                 raise
             await problems.problem(500, "internal error", instance=path)(scope, receive, sending)
@@ -178,8 +198,13 @@ LATENESS = {
 }
 PROBLEM_CODES = (400, 401, 403, 404, 409, 412, 413, 415, 422, 428, 429, 500, 503)
 
-TriggerId = Annotated[str, Path(min_length=1, max_length=63)]
+#: the OpenAPI patterns of path and query values: what the text rules let through
+#: (``known_query`` checks them first, with a message naming the rule)
+TEXT = r"^[^\x00-\x1f\x7f-\x9f]*$"
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"  # NAME for JSON Schema ("$": the end of the text)
+TriggerId = Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN)]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+Cursor = Annotated[str | None, Query(max_length=REQUEST_VALUE.max_len, pattern=TEXT)]
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -332,7 +357,8 @@ def create_app(
 
     async def known_query(request: Request) -> None:
         """400 naming the first query parameter the route does not declare (a misspelt filter
-        is an error, never silently ignored)."""
+        is an error, never silently ignored); 422 naming the first path or query value that
+        breaks the text rules (a NUL never reaches the database, a line break never a log)."""
         route = request.scope.get("route")
         if not isinstance(route, APIRoute):
             return
@@ -344,8 +370,13 @@ def create_app(
             if name not in known:
                 takes = ", ".join(sorted(known)) or "none"
                 message = f"unknown query parameter (this route takes: {takes})"
-                errors = [{"field": name, "message": message}]
-                raise ApiError(400, "Bad request", f"{name}: {message}", errors)
+                errors = [{"field": printable(name), "message": message}]
+                raise ApiError(400, "Bad request", f"{printable(name)}: {message}", errors)
+        values = [*request.path_params.items(), *request.query_params.multi_items()]
+        for name, value in values:
+            problem = text_problem(value, REQUEST_VALUE)
+            if problem is not None:
+                raise invalid(name, problem)
 
     app = FastAPI(
         title="Horae API",
@@ -355,6 +386,7 @@ def create_app(
         redoc_url=None,
         responses=error_responses,
         dependencies=[Depends(known_query)],
+        redirect_slashes=False,  # an unknown trailing slash is a 404, never a redirect by Host
     )
     app.state.service = service
     problems.install(app)
@@ -410,6 +442,12 @@ def create_app(
     Platform = Annotated[Principal, Depends(need(Role.PLATFORM))]
 
     async def body_of(request: Request) -> Any:
+        """The JSON body: 415 unless ``application/json``, 413 above the limit, 400 unless JSON,
+        422 naming the path nested too deep or holding text that is not Unicode."""
+        media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if media != JSON_MEDIA_TYPE:
+            got = printable(media) or "none"
+            raise ApiError(415, "Unsupported media type", f"expected {JSON_MEDIA_TYPE} (got {got})")
         chunks: list[bytes] = []
         size = 0
         async for chunk in request.stream():
@@ -420,14 +458,26 @@ def create_app(
                 )
             chunks.append(chunk)
         try:
-            return json.loads(b"".join(chunks))
-        except (ValueError, RecursionError):
+            body = json.loads(b"".join(chunks))
+        except RecursionError:
+            raise invalid("<body>", f"nested deeper than {MAX_DEPTH} levels") from None
+        except ValueError:
             raise ApiError(400, "Bad request", "the body is not JSON") from None
+        problem = json_problem(body)
+        if problem is not None:
+            raise invalid(*problem)
+        return body
 
-    def reading(func: Callable[..., Any], *args: Any) -> Any:
+    def reading(func: Callable[..., Any], *args: Any, cursor: str | None) -> Any:
+        """``func``'s page; a cursor it refuses, or whose parts the database refuses, is 422
+        (another value the database refuses is the handler's 422)."""
         try:
             return func(*args)
         except BadCursor:
+            raise invalid("cursor", "not a cursor of this API") from None
+        except BadValue:
+            if cursor is None:
+                raise
             raise invalid("cursor", "not a cursor of this API") from None
 
     # --- service -------------------------------------------------------------------------
@@ -490,9 +540,16 @@ def create_app(
     @app.get("/v1/schedules", tags=["schedules"], responses=_ok(200, TRIGGER_PAGE))
     def list_schedules(
         who: Reader,
-        cursor: str | None = None,
+        cursor: Cursor = None,
         limit: Limit = 100,
-        label: Annotated[str | None, Query(pattern=r"^[^:]+:.*$", description="key:value")] = None,
+        label: Annotated[
+            str | None,
+            Query(
+                pattern=r"^[^:\x00-\x1f\x7f-\x9f]+:[^\x00-\x1f\x7f-\x9f]*$",
+                max_length=REQUEST_VALUE.max_len,
+                description="key:value",
+            ),
+        ] = None,
         state: Annotated[str | None, Query(pattern="^(live|paused|deleted)$")] = None,
     ) -> Response:
         pair = None
@@ -502,7 +559,8 @@ def create_app(
         page = reading(
             lambda: history.triggers(
                 who.tenant, limit=limit, cursor=cursor, label=pair, state=state
-            )
+            ),
+            cursor=cursor,
         )
         items = [
             s
@@ -694,15 +752,17 @@ def create_app(
         who: Reader,
         since: Since = None,
         until: Until = None,
-        state: str | None = None,
-        cursor: str | None = None,
+        state: Annotated[str | None, Query(max_length=256, pattern=TEXT)] = None,
+        cursor: Cursor = None,
         limit: Limit = 100,
     ) -> Response:
         if service.current(who.tenant, trigger_id) is None:
             raise not_found(f"trigger {trigger_id!r}")
         start, end = _window(since, until, service.clock(), timedelta(days=7))
         states = [s for s in (state or "").split(",") if s] or None
-        page = reading(history.fires, who.tenant, trigger_id, start, end, states, limit, cursor)
+        page = reading(
+            history.fires, who.tenant, trigger_id, start, end, states, limit, cursor, cursor=cursor
+        )
         return JSONResponse(
             {"items": [_history_item(r) for r in page.items], "next_cursor": page.next_cursor}
         )
@@ -719,7 +779,10 @@ def create_app(
     }
 
     @app.get("/v1/fires/{fire_key:path}", tags=["history"], responses=_ok(200, fire_out))
-    def fire(fire_key: str, who: Reader) -> Response:
+    def fire(
+        fire_key: Annotated[str, Path(max_length=REQUEST_VALUE.max_len, pattern=TEXT)],
+        who: Reader,
+    ) -> Response:
         story = history.fire(who.tenant, fire_key)
         if story is None:
             raise not_found(f"fire {fire_key!r}")
@@ -772,11 +835,11 @@ def create_app(
 
     @app.get("/v1/schedules/{trigger_id}/events", tags=["history"], responses=_ok(200, PAGE))
     def events(
-        trigger_id: TriggerId, who: Reader, cursor: str | None = None, limit: Limit = 100
+        trigger_id: TriggerId, who: Reader, cursor: Cursor = None, limit: Limit = 100
     ) -> Response:
         if service.current(who.tenant, trigger_id) is None:
             raise not_found(f"trigger {trigger_id!r}")
-        page = reading(history.events, who.tenant, trigger_id, limit, cursor)
+        page = reading(history.events, who.tenant, trigger_id, limit, cursor, cursor=cursor)
         return JSONResponse({"items": _text(page.items), "next_cursor": page.next_cursor})
 
     @app.get("/v1/audit", tags=["history"], responses=_ok(200, PAGE))
@@ -784,11 +847,11 @@ def create_app(
         who: Reader,
         since: Since = None,
         until: Until = None,
-        cursor: str | None = None,
+        cursor: Cursor = None,
         limit: Limit = 100,
     ) -> Response:
         start, end = _window(since, until, service.clock(), timedelta(days=30))
-        page = reading(history.audit, who.tenant, start, end, limit, cursor)
+        page = reading(history.audit, who.tenant, start, end, limit, cursor, cursor=cursor)
         return JSONResponse({"items": _text(page.items), "next_cursor": page.next_cursor})
 
     # --- privileged ----------------------------------------------------------------------
@@ -962,7 +1025,7 @@ def create_app(
         responses=_ok(200, check_out),
     )
     async def verification_check(
-        host: Annotated[str, Path(max_length=300)], who: Author
+        host: Annotated[str, Path(max_length=300, pattern=TEXT)], who: Author
     ) -> Response:
         ok, why, until = await service.check_challenge(who.tenant, host)
         return JSONResponse(
@@ -1014,7 +1077,9 @@ def create_app(
         responses=_ok(202, ACCEPTED, "Accepted"),
     )
     async def suspension(
-        request: Request, tenant: Annotated[str, Path(max_length=63)], who: Platform
+        request: Request,
+        tenant: Annotated[str, Path(max_length=63, pattern=NAME_PATTERN)],
+        who: Platform,
     ) -> dict[str, str]:
         if tenant not in settings.tenant_keys:
             raise not_found(f"tenant {tenant!r}")
@@ -1030,6 +1095,7 @@ def create_app(
             )
         except ValueError as exc:
             raise ApiError(503, "Not configured", str(exc)) from None
+        checked(command)
         try:
             await sink.put_command(command, every_partition=True)
         except Exception as exc:

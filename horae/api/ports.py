@@ -77,6 +77,12 @@ class BadCursor(ValueError):
     """A cursor this API did not hand out."""
 
 
+class BadValue(ValueError):
+    """A request value the store cannot hold or compare (PostgreSQL's data errors: a NUL, text
+    that is not UTF-8, a cursor's part that is not a timestamp): the request's fault, answered
+    422, never a 500. Every adapter raises it for such a value instead of its driver's error."""
+
+
 class DefinitionSink(Protocol):
     """Where the API's signed definitions and commands go (the definitions and commands
     topics). Each call is a coroutine that returns once the broker acknowledged (without holding

@@ -1,17 +1,21 @@
 """RFC 9457 problem responses (``application/problem+json``) for every error the API answers,
 and the handlers that turn exceptions into them. No stack trace ever leaves the API: an
-unexpected exception is logged and answered with a bare 500 problem."""
+unexpected exception is logged and answered with a bare 500 problem. A value the store cannot
+hold (:class:`~horae.api.ports.BadValue`) is the request's fault: 422. ``instance`` is the
+request's path percent-encoded (what the client sent, never a raw control character)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
+from horae.api.ports import BadValue
 from horae.api.service import ApiError
 
 MEDIA_TYPE = "application/problem+json"
@@ -35,6 +39,12 @@ TITLES = {
 }
 
 
+def instance_of(path: str) -> str:
+    """``path`` as a URI reference: percent-encoded, so no control character reaches an answer
+    or a log line."""
+    return quote(path, safe="/:@!$&'()*+,;=~")
+
+
 def problem(
     status: int,
     detail: str,
@@ -49,7 +59,7 @@ def problem(
         "title": title or TITLES.get(status, "Error"),
         "status": status,
         "detail": detail,
-        "instance": instance,
+        "instance": instance_of(instance),
     }
     if errors:
         body["errors"] = errors
@@ -76,6 +86,12 @@ def install(app: FastAPI) -> None:
             errors=exc.errors,
             headers=exc.headers,
         )
+
+    @app.exception_handler(BadValue)
+    async def _bad_value(request: Request, exc: BadValue) -> Response:
+        message = "a value of the request the store cannot hold (a control character?)"
+        errors = [{"field": "<request>", "message": message}]
+        return problem(422, message, instance=request.url.path, errors=errors)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:

@@ -58,6 +58,7 @@ from horae.contracts.domain_map import trigger_spec
 from horae.contracts.grants import Grants
 from horae.contracts.ingress import Source, decode_definition, ingest_definition
 from horae.contracts.ingress import validate_definition as validate_fields
+from horae.contracts.textrules import check_command
 from horae.domain import Limits, validate_trigger
 from horae.domain.errors import ValidationError
 from horae.domain.keys import FireKey, Origin
@@ -94,6 +95,16 @@ def invalid(field: str, message: str) -> ApiError:
     return ApiError(
         422, "Invalid request", f"{field}: {message}", [{"field": field, "message": message}]
     )
+
+
+def checked(command: ev.Command) -> ev.Command:
+    """``command`` if its text fields keep the ingress rules the planner applies, else 422 naming
+    the field (``reason``; ``requested_by`` is the token's subject)."""
+    try:
+        check_command(command)
+    except ValidationError as exc:
+        raise invalid(exc.field, exc.message) from None
+    return command
 
 
 def not_found(what: str) -> ApiError:
@@ -385,6 +396,7 @@ class Service:
             reason=reason,
             expires_at=now + timedelta(seconds=self.settings.command_max_ttl_s),
         )
+        checked(command)
         signed = signing.sign(command, self.settings.platform_key_id, self._platform_key())
         try:
             await self.sink.put_command(signed)

@@ -16,12 +16,15 @@ Contracts:
   :func:`horae.projections.roles.ensure_roles`). It runs as the owner.
 - :func:`pending` lists the migrations the schema still needs (all when it is missing).
 - :class:`PostgresState` implements both ports with the caller's clock; expired rows are
-  invisible at once and deleted now and then by later writes.
+  invisible at once and deleted now and then by later writes. A value PostgreSQL cannot hold
+  raises :class:`~horae.api.ports.BadValue`, never the driver's error.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -31,7 +34,7 @@ import psycopg
 from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 
-from horae.api.ports import StoredTrigger
+from horae.api.ports import BadValue, StoredTrigger
 from horae.api.verification import Challenge
 from horae.contracts import events as ev
 from horae.contracts.codec import default_codec
@@ -153,10 +156,20 @@ class PostgresState:
             pgsql.SQL("DELETE FROM {} WHERE verified_until <= %s").format(t["verified_hosts"]),
         ]
 
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; a value PostgreSQL cannot hold (a data error: a NUL in a host)
+        raises :class:`~horae.api.ports.BadValue` (the API answers 422)."""
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except psycopg.DataError as exc:
+            raise BadValue(f"{type(exc).__name__}: {exc}") from None
+
     # --- RecentWrites ---------------------------------------------------------------------
     def claim(self, stored: StoredTrigger, now: datetime, until: datetime) -> bool:
         d = stored.definition
-        with self.pool.connection() as conn:
+        with self._connection() as conn:
             if next(self._claims) % PURGE_EVERY == 0:
                 for statement in self._purge:
                     conn.execute(statement, (now,))
@@ -175,17 +188,17 @@ class PostgresState:
         return row is not None
 
     def confirm(self, tenant: str, trigger_id: str, version: int, until: datetime) -> None:
-        with self.pool.connection() as conn:
+        with self._connection() as conn:
             conn.execute(self._sql["confirm"], (until, tenant, trigger_id, version))
 
     def release(self, tenant: str, trigger_id: str, version: int) -> None:
-        with self.pool.connection() as conn:
+        with self._connection() as conn:
             conn.execute(self._sql["release"], (tenant, trigger_id, version))
 
     def recent(
         self, tenant: str, trigger_ids: list[str], now: datetime
     ) -> dict[str, StoredTrigger]:
-        with self.pool.connection() as conn:
+        with self._connection() as conn:
             rows = conn.execute(self._sql["recent"], (tenant, trigger_ids, now)).fetchall()
         out = {}
         for trigger_id, data, created_at in rows:
@@ -196,23 +209,23 @@ class PostgresState:
     # --- VerificationStore ----------------------------------------------------------------
     def put_challenge(self, challenge: Challenge) -> None:
         c = challenge
-        with self.pool.connection() as conn:
+        with self._connection() as conn:
             conn.execute(
                 self._sql["put_challenge"],
                 (c.tenant, c.host, c.token, c.well_known_url, c.expires_at),
             )
 
     def challenge(self, tenant: str, host: str) -> Challenge | None:
-        with self.pool.connection() as conn:
+        with self._connection() as conn:
             row = conn.execute(self._sql["challenge"], (tenant, host)).fetchone()
         return None if row is None else Challenge(tenant, host, str(row[0]), str(row[1]), row[2])
 
     def verified(self, tenant: str, host: str, until: datetime) -> None:
-        with self.pool.connection() as conn:
+        with self._connection() as conn:
             conn.execute(self._sql["verified"], (tenant, host, until))
 
     def verified_until(self, tenant: str, host: str) -> datetime | None:
-        with self.pool.connection() as conn:
+        with self._connection() as conn:
             row = conn.execute(self._sql["verified_until"], (tenant, host)).fetchone()
         return None if row is None else row[0]
 

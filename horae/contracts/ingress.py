@@ -12,6 +12,11 @@ Quarantine causes: ``tombstone``, ``framing``, ``schema-id``, ``avro``, ``type``
 ``schema``, ``invalid``, ``key``, ``unsigned``, ``unknown-tenant``, ``cross-tenant``, ``signature``
 (the planner adds ``forbidden``: :mod:`horae.contracts.grants`). Tenant target headers may not set
 the transport's or Horae's own headers (:func:`forbidden_header`, cause ``invalid``).
+
+Every text field of a definition or command keeps the rules of :mod:`horae.contracts.textrules`
+(text that is UTF-8 and holds no control character, caps, the allowed methods, RFC 9110 header
+names and values, JSON nesting): a refusal is cause ``invalid`` with the field named in the
+detail. Commands are decoded by :func:`decode_command` under the same rules.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from horae.contracts.grants import Grants
 from horae.contracts.jsonform import coerce
 from horae.contracts.memo import INGEST_MEMO
 from horae.contracts.quarantine import quarantine
+from horae.contracts.textrules import check_command, check_definition, json_problem
 from horae.contracts.topics import event_topic_problem
 from horae.domain.errors import ValidationError
 from horae.domain.trigger import TriggerSpec
@@ -40,7 +46,7 @@ from horae.ports import Record
 
 #: tenant -> key id -> secret. A key id must be unique across tenants (e.g. prefixed by tenant).
 TenantKeys = Mapping[str, Mapping[str, bytes]]
-NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}\Z")  # \Z: "$" would allow a final newline
 #: Headers a tenant's target may not set (compared lower-case): transport framing, which the
 #: SSRF pinning and the sender own, and every signature, idempotency or Horae header the
 #: dispatcher sets (``Content-Type`` may be set; the definition's ``content_type`` wins).
@@ -49,7 +55,6 @@ FORBIDDEN_HEADERS = frozenset(
     | {"upgrade", "proxy-authorization", "proxy-connection", "idempotency-key", "x-signature"}
 )
 FORBIDDEN_HEADER_PREFIXES = ("webhook-", "horae-", "x-horae-")
-HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
 #: bounds of ``Target.timeout_ms`` (the dispatcher's own deadline may cut an attempt shorter)
 MIN_TIMEOUT_MS, MAX_TIMEOUT_MS = 100, 300_000
 
@@ -76,13 +81,19 @@ def decode_definition(data: bytes, codec: Codec | None = None) -> ev.TriggerDefi
     forms of one definition produce equal values."""
     codec = codec or default_codec()
     if data[:1] == b"\x00":
-        return codec.decode(data, ev.TriggerDefinition)
+        try:
+            return codec.decode(data, ev.TriggerDefinition)
+        except DecodeError as exc:
+            raise _not_utf8(data, codec, ev.TriggerDefinition, exc) from exc
     if not data.lstrip()[:1] == b"{":
         raise DecodeError("framing", "neither wire Avro (magic byte 0) nor a JSON object")
     try:
         obj = json.loads(data)
     except (ValueError, RecursionError) as exc:
         raise DecodeError("json", str(exc)) from exc
+    problem = json_problem(obj)
+    if problem is not None:
+        raise DecodeError("invalid", f"{problem[0]}: {problem[1]}")
     schema = codec.current.raw[ev.TriggerDefinition]
     parsed = codec.current.parsed[ev.TriggerDefinition]
     datum = coerce(schema, obj)
@@ -95,6 +106,48 @@ def decode_definition(data: bytes, codec: Codec | None = None) -> ev.TriggerDefi
         raise DecodeError("schema", f"{type(exc).__name__}: {exc}") from exc
     assert isinstance(normal, dict)
     return to_event(ev.TriggerDefinition, normal)
+
+
+def _not_utf8(
+    data: bytes, codec: Codec, t: type[ev.TriggerDefinition] | type[ev.Command], exc: DecodeError
+) -> DecodeError:
+    """``exc``, or, when wire Avro of the current schema failed on text that is not UTF-8, the
+    refusal naming the field: the record read again with each such byte kept as an escape, for
+    the text rules to find (only on this failure path)."""
+    if "UnicodeDecodeError" not in exc.detail or data[:5] != codec.header(t):
+        return exc
+    try:
+        buf = io.BytesIO(data)
+        buf.seek(5)
+        datum = fastavro.schemaless_reader(
+            buf, codec.current.parsed[t], None, handle_unicode_errors="surrogateescape"
+        )
+        assert isinstance(datum, dict)
+        value = to_event(t, datum)
+        if isinstance(value, ev.TriggerDefinition):
+            validate_definition(value)
+        else:
+            check_command(value)
+    except ValidationError as named:
+        return DecodeError("invalid", str(named))
+    except Exception:
+        return exc
+    return exc
+
+
+def decode_command(data: bytes, codec: Codec | None = None) -> ev.Command:
+    """A command from wire Avro whose text fields keep :mod:`horae.contracts.textrules`; raises
+    :class:`DecodeError` (cause ``invalid``, the field named, for a rule broken)."""
+    codec = codec or default_codec()
+    try:
+        command = codec.decode(data, ev.Command)
+    except DecodeError as exc:
+        raise _not_utf8(data, codec, ev.Command, exc) from exc
+    try:
+        check_command(command)
+    except ValidationError as exc:
+        raise DecodeError("invalid", str(exc)) from exc
+    return command
 
 
 def accepted_value(raw: bytes | None, codec: Codec | None = None) -> bytes | None:
@@ -144,8 +197,9 @@ def _domain_check(r: ev.Recurrence, p: ev.Policies) -> TriggerSpec:
 def validate_definition(d: ev.TriggerDefinition) -> None:
     """Structural and domain validation; raises :class:`ValidationError` naming the field."""
     for field, value in (("tenant", d.tenant), ("trigger_id", d.trigger_id)):
-        if not NAME.match(value):
+        if not NAME.fullmatch(value):
             raise ValidationError(field, value, "expected 1-63 chars of a-z 0-9 . _ - ")
+    check_definition(d)
     if d.version < 1:
         raise ValidationError("version", d.version, "versions start at 1")
     domain_checked(d.recurrence, d.policies)
@@ -162,9 +216,7 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
         )
     if t.body not in ("envelope", "raw"):
         raise ValidationError("target.body", t.body, "expected envelope or raw")
-    for name, value in t.headers.items():
-        if not HEADER_NAME.match(name) or any(c in value for c in "\r\n\0"):
-            raise ValidationError("target.headers", name, "not a valid HTTP header name or value")
+    for name in t.headers:
         if forbidden_header(name):
             raise ValidationError("target.headers", name, "a header Horae or the transport sets")
     p = d.policies

@@ -14,6 +14,7 @@ from horae.contracts import signing
 from tests.unit.api.support import KEYS, NOW, cron, make_api
 
 PROBLEM = "application/problem+json"
+JSON = {"Content-Type": "application/json"}
 
 
 def test_token_round_trip_and_rotation() -> None:
@@ -174,7 +175,7 @@ def test_body_limits_json_and_rate() -> None:
     h = api.headers()
     big = cron(description="x" * 3_000)
     assert api.client.post("/v1/schedules", json=big, headers=h).status_code == 413
-    r = api.client.post("/v1/schedules", content=b"{nope", headers=h)
+    r = api.client.post("/v1/schedules", content=b"{nope", headers=JSON | h)
     assert r.status_code == 400 and r.headers["content-type"] == PROBLEM
     r = api.client.get("/v1/schedules", headers=h)
     assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
