@@ -48,9 +48,15 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from horae.contracts import events as ev
-from horae.contracts.codec import DecodeError, decode
+from horae.contracts.codec import DecodeError
 from horae.contracts.grants import REQUIRED, Grants, audit_entry, command_act
-from horae.contracts.ingress import Source, TenantKeys, accepted_value, ingest_definition
+from horae.contracts.ingress import (
+    Source,
+    TenantKeys,
+    accepted_value,
+    decode_command,
+    ingest_definition,
+)
 from horae.contracts.quarantine import quarantine
 from horae.contracts.routing import Router
 from horae.domain.keys import FireKey, canonical_text
@@ -197,13 +203,14 @@ class Decider:
         ]  # fmt: skip
 
     def on_command_record(self, index: DueIndex, msg: InputRecord, now: float) -> list[Emit]:
-        """A command record of ``index``'s partition: quarantined when it does not decode, is
-        not signed by its tenant, names no live trigger, has no or a bad expiry, was applied
-        already, or its tenant is suspended (the last three audited too); else applied once,
-        and remembered in the planner state committed with its effects."""
+        """A command record of ``index``'s partition: quarantined when it does not decode or
+        breaks a text rule (:mod:`horae.contracts.textrules`, cause ``invalid``), is not signed
+        by its tenant, names no live trigger, has no or a bad expiry, was applied already, or its
+        tenant is suspended (the last three audited too); else applied once, and remembered in
+        the planner state committed with its effects."""
         value = msg.value()
         try:
-            command = decode(value or b"", ev.Command)
+            command = decode_command(value or b"")  # and its text rules (cause invalid)
         except DecodeError as exc:
             return [
                 self.router.emit(
