@@ -84,7 +84,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     bootstrap, database_url = require_services(settings)
-    ensure_topics(settings, bootstrap, (TENANT,))  # with the demo tenant's events topic
+    # with the demo tenant's events topic (named once: a topic asked for twice is refused)
+    ensure_topics(settings, bootstrap, () if TENANT in settings.tenant_keys else (TENANT,))
     migrate_live(settings, database_url)  # the projector role may not create its schema
     secret = _tenant_key(settings)
     whsec = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
