@@ -21,6 +21,8 @@ from horae.contracts.admin import delete_under
 from horae.contracts.codec import set_wire_mode
 from horae.contracts.memo import set_ingest_memo
 from horae.devstack.stack import Endpoints, LocalStack
+from horae.kafka.acls import provision_roles
+from horae.kafka.config import settings_credentials
 from horae.settings import DevSettings, Settings
 from horae.streams.planner.index import set_planner_index
 from tests.integration.planner.harness import PlannerEnv
@@ -124,6 +126,22 @@ def topic_prefix(kafka_bootstrap: str, unique: str) -> Iterator[str]:
     prefix = f"t{unique}."
     yield prefix
     delete_under(kafka_bootstrap, prefix)
+
+
+@pytest.fixture
+def role_env(kafka_bootstrap: str, topic_prefix: str) -> dict[str, dict[str, str]]:
+    """Each process role's Kafka login (``HORAE_KAFKA_USERNAME`` / ``HORAE_KAFKA_PASSWORD``), its
+    user and ACLs under this test's prefix made by the session's admin, as ``horae demo`` and a
+    deployment make them: a process spawned with ``role_env[role]`` has exactly its role's
+    grants, so an ACL gap fails the test. Skipped on a broker that does not authenticate."""
+    admin = settings_credentials()
+    if admin is None:
+        pytest.skip("the broker does not authenticate: no role users to run as")
+    roles = provision_roles(kafka_bootstrap, admin, topic_prefix)
+    return {
+        role: {"HORAE_KAFKA_USERNAME": c.username, "HORAE_KAFKA_PASSWORD": c.password}
+        for role, c in roles.items()
+    }
 
 
 @pytest.fixture

@@ -44,6 +44,7 @@ def _trigger(e: Any) -> str:
 #: event type → topic, key (and whether it is partitioned by key only)
 ROUTES: dict[type[ev.Event], Route] = {
     ev.TriggerDefinition: Route(Topic.ACCEPTED, _trigger),
+    ev.Command: Route(Topic.COMMANDS, _trigger),
     ev.PlannerState: Route(Topic.PLANNER_STATE, _trigger),
     ev.FireRecord: Route(Topic.FIRES, lambda e: e.fire_key),
     ev.DispatchOrder: Route(None, lambda e: e.fire.fire_key),

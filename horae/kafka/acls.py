@@ -60,7 +60,7 @@ _TOPICS: dict[str, tuple[tuple[Topic, ...], tuple[Topic, ...]]] = {
             Topic.OUTCOMES,
             Topic.LANE_RETRY,
             Topic.DLQ,
-            Topic.DEFINITIONS,
+            Topic.COMMANDS,  # the breaker's pause (horae.streams.dispatcher.breaker)
             Topic.AUDIT,
         ),
     ),

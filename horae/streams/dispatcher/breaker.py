@@ -5,30 +5,34 @@ succeeded fire resets the count (retries in between do not count either way). Co
 only after the transaction holding the fire's outcome committed. They live in memory: a restart
 or a rebalance starts them at zero (a trip may then come later, never wrongly).
 
-On a trip the dispatcher reads the trigger's partition of the ingress topic ``definitions`` (not
-``definitions.accepted``) and writes onto it, in its next transaction, a new version of the highest
-validly signed version found there, with ``state=paused``, ``role=platform``, the cause in
-``labels`` (``horae.paused_by``, ``horae.pause_cause``), signed with the platform key
-(``HORAE_PLATFORM_KEY``, which the settings add to every tenant's key map so planners accept it),
-plus a ``schedule.failed`` event with the cause. A trigger already paused or deleted is left alone.
+On a trip the dispatcher writes, in its next transaction, a ``pause`` command onto the trigger's
+partition of ``commands`` — role ``platform``, signed with the platform key (``HORAE_PLATFORM_KEY``,
+which the settings add to every tenant's key map so planners accept it), the cause as its
+``reason``, expiring well within the planners' ``HORAE_COMMAND_MAX_TTL_S`` — plus a
+``schedule.failed`` event with the cause. The planner applies the pause as it applies a tenant's
+(``schedule.paused`` carries the cause); a trigger already paused stays paused, a deleted one is
+left alone (the command is quarantined ``unknown-trigger``).
+
+The dispatcher reads nothing for a trip: it needs WRITE on ``commands`` and no access at all to
+the tenants' ingress topic ``definitions`` (docs/security.md). Without a platform key the breaker
+only emits ``schedule.failed``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.ids import event_id
-from horae.contracts.ingress import Source, ingest_definition
-from horae.kafka.reader import read_partition
 from horae.streams.dispatcher.records import TERMINAL_FAILURES, Verdict
 
 log = logging.getLogger(__name__)
 AUTHOR = "horae-dispatcher/breaker"
+#: how much sooner than the planners' longest command lifetime a breaker's pause expires (the
+#: dispatcher's clock may run ahead of a planner's)
+TTL_MARGIN_S = 60
 
 
 class Breaker:
@@ -60,80 +64,51 @@ class Breaker:
             self._failed.pop(k, None)
 
 
-def latest_definition(
-    bootstrap: str,
-    topic: str,
-    partition: int,
-    tenant: str,
-    trigger_id: str,
-    tenant_keys: Mapping[str, Mapping[str, bytes]],
-) -> ev.TriggerDefinition | None:
-    """The highest validly signed version of a trigger in its partition of ``topic`` (the
-    ingress topic), read_committed; None when there is none. It passed ingress, but the planner
-    may still have refused it (a platform limit, a stale version)."""
-    want = ev.trigger_key(tenant, trigger_id).encode()
-    best: ev.TriggerDefinition | None = None
-    for msg in read_partition(bootstrap, topic, partition):
-        if msg.key() != want:
-            continue
-        got = ingest_definition(
-            msg.value(), msg.key(), Source(topic, partition, msg.offset() or 0), tenant_keys
-        )
-        if isinstance(got, ev.TriggerDefinition) and (best is None or got.version > best.version):
-            best = got
-    return best
-
-
-def paused_version(
-    current: ev.TriggerDefinition, cause: str, key_id: str, key: bytes, now: datetime
-) -> ev.TriggerDefinition:
-    """The next version of ``current``, paused by the platform with ``cause``, signed."""
-    labels = {**current.labels, "horae.paused_by": "breaker", "horae.pause_cause": cause[:500]}
-    paused = replace(
-        current,
-        version=current.version + 1,
-        state=ev.DefinitionState.PAUSED,
-        authored_at=now.astimezone(UTC).replace(microsecond=0),
-        author=AUTHOR,
+def pause_command(
+    fire: ev.FireRecord,
+    cause: str,
+    key_id: str,
+    key: bytes,
+    now: datetime,
+    ttl_s: int,
+) -> ev.Command:
+    """The platform-signed ``pause`` of ``fire``'s trigger with ``cause``, expiring
+    ``ttl_s - TTL_MARGIN_S`` after ``now`` (at least a minute). Its id names the fire that
+    tripped the breaker: a trip redone after a lost commit writes the same command, which the
+    planner then refuses as ``replayed``."""
+    command = ev.Command(
+        command_id=event_id("breaker", fire.tenant, fire.trigger_id, fire.fire_key),
+        tenant=fire.tenant,
+        trigger_id=fire.trigger_id,
+        kind=ev.CommandKind.PAUSE,
+        requested_by=AUTHOR,
         role=ev.Role.PLATFORM,
-        labels=labels,
-        signature=None,
+        requested_at=now.replace(microsecond=0),
+        reason=cause[:500],
+        expires_at=now + timedelta(seconds=max(60, ttl_s - TTL_MARGIN_S)),
     )
-    return signing.sign(paused, key_id, key)
+    return signing.sign(command, key_id, key)
 
 
 def trip_outputs(
-    bootstrap: str,
-    definitions_topic: str,
-    partition: int,
-    tenant: str,
-    trigger_id: str,
+    fire: ev.FireRecord,
     cause: str,
     *,
-    tenant_keys: Mapping[str, Mapping[str, bytes]],
     platform_key_id: str,
     platform_key: bytes | None,
+    command_ttl_s: int,
     now: datetime,
-) -> list[ev.TriggerDefinition | ev.ScheduleEvent]:
-    """What a trip writes (see the module docstring); empty when no live version exists."""
-    current = latest_definition(
-        bootstrap, definitions_topic, partition, tenant, trigger_id, tenant_keys
-    )
-    if current is None or current.state is not ev.DefinitionState.LIVE:
-        log.info("breaker for %s/%s: no live version to pause", tenant, trigger_id)
-        return []
-    out: list[ev.TriggerDefinition | ev.ScheduleEvent] = []
-    version = current.version
+) -> list[ev.Command | ev.ScheduleEvent]:
+    """What a trip writes (see the module docstring)."""
+    out: list[ev.Command | ev.ScheduleEvent] = []
     if platform_key is None:
-        log.error("breaker tripped for %s/%s but no platform key is set", tenant, trigger_id)
+        log.error(
+            "breaker tripped for %s/%s but no platform key is set", fire.tenant, fire.trigger_id
+        )
     else:
-        paused = paused_version(current, cause, platform_key_id, platform_key, now)
-        version = paused.version
-        out.append(paused)
-    out.append(breaker_event(tenant, trigger_id, version, cause, now))
-    log.warning(
-        "breaker tripped: %s/%s paused as version %d (%s)", tenant, trigger_id, version, cause
-    )
+        out.append(pause_command(fire, cause, platform_key_id, platform_key, now, command_ttl_s))
+    out.append(breaker_event(fire.tenant, fire.trigger_id, fire.trigger_version, cause, now))
+    log.warning("breaker tripped: %s/%s paused (%s)", fire.tenant, fire.trigger_id, cause)
     return out
 
 

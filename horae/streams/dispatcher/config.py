@@ -46,10 +46,10 @@ class DispatcherConfig:
     ``grants``: each tenant's dispatch limits (``HORAE_TENANT_GRANTS``, the same grants the
     planner holds definitions to);
     ``webhook_secrets``: tenant -> ref -> ``whsec_`` secret (a trigger's ``Target.secret_refs``
-    name refs of its own tenant, current first); ``platform_key``: signs the paused versions the
-    breaker writes (None: the breaker only emits ``schedule.failed``); ``tenant_keys``: the
-    tenants' definition keys, with which the breaker finds a trigger's highest validly signed
-    version on the ingress topic."""
+    name refs of its own tenant, current first); ``platform_key``: signs the pause commands the
+    breaker writes (None: the breaker only emits ``schedule.failed``); ``command_ttl_s``: the
+    planners' longest command lifetime (``HORAE_COMMAND_MAX_TTL_S``), which those commands stay
+    within."""
 
     bootstrap: str
     prefix: str
@@ -64,7 +64,7 @@ class DispatcherConfig:
     callback_ttl_s: int = 3600
     platform_key_id: str = "horae-platform"
     platform_key: bytes | None = None
-    tenant_keys: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
+    command_ttl_s: int = 3600
     session_timeout_ms: int = 10_000
     commit_interval_s: float = 0.05  # most time a finished attempt waits for its transaction
     max_open_per_partition: int = 20_000  # consumed, unfinished orders before a partition pauses
@@ -121,7 +121,7 @@ class DispatcherConfig:
             callback_ttl_s=mine.callback_ttl_s,
             platform_key_id=settings.platform_key_id,
             platform_key=platform_key.get_secret_value().encode() if platform_key else None,
-            tenant_keys=settings.tenant_key_bytes(),
+            command_ttl_s=settings.command_max_ttl_s,
             session_timeout_ms=mine.session_timeout_ms,
             event_loop=mine.event_loop,
             http_client=mine.http_client,

@@ -43,7 +43,7 @@ from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
 from horae.contracts.quarantine import quarantine
 from horae.contracts.routing import Router
-from horae.contracts.topics import Topic, lane_topic
+from horae.contracts.topics import lane_topic
 from horae.kafka.reader import seek_to_committed
 from horae.kafka.txn import (
     TransactionalProcessor,
@@ -328,29 +328,19 @@ class Pump:
                 self._trip(f, count)
 
     def _trip(self, f: Finished, count: int) -> None:
-        fire = f.item.order.fire
+        """Queue the trip's pause command and ``schedule.failed`` for the next transaction (no
+        Kafka call here: the committer thread must never wait on a read)."""
         cause = f"breaker: {count} consecutive failed fires (last: {f.conclusion.cause})"[:500]
-        p = f.item.partition
         outputs = trip_outputs(
-            self.config.bootstrap,
-            self._topics[Topic.DEFINITIONS],
-            p,
-            fire.tenant,
-            fire.trigger_id,
+            f.item.order.fire,
             cause,
-            tenant_keys=self.config.tenant_keys,
             platform_key_id=self.config.platform_key_id,
             platform_key=self.config.platform_key,
+            command_ttl_s=self.config.command_ttl_s,
             now=datetime.fromtimestamp(self.clock.now(), UTC),
         )
-        if outputs:
-            self.metrics.breaker_trips.inc()
-        emits = [  # a new definition goes onto the ingress topic, as a tenant's would
-            self.router.emit(
-                e, p, topic=Topic.DEFINITIONS if isinstance(e, ev.TriggerDefinition) else None
-            )
-            for e in outputs
-        ]
+        self.metrics.breaker_trips.inc()
+        emits = [self.router.emit(e, f.item.partition) for e in outputs]
         with self._lock:
             self._pending.extend(emits)
 

@@ -150,10 +150,10 @@ def test_the_projector_writes_no_topic(cluster: Cluster, topic: Topic) -> None:
     assert code == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
-def test_the_dispatcher_cannot_write_accepted_definitions(cluster: Cluster) -> None:
-    code = produce_error(
-        cluster, cluster.users["dispatcher"], topic_name(Topic.ACCEPTED, cluster.prefix)
-    )
+@pytest.mark.parametrize("topic", [Topic.DEFINITIONS, Topic.ACCEPTED])
+def test_the_dispatcher_cannot_write_definitions(cluster: Cluster, topic: Topic) -> None:
+    """Its breaker pauses through ``commands``: no definition, ingress or accepted, is its."""
+    code = produce_error(cluster, cluster.users["dispatcher"], topic_name(topic, cluster.prefix))
     assert code == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
