@@ -153,7 +153,7 @@ def _check_map(
     for key, value in items.items():
         problem = text_problem(key, key_rule)
         if problem is not None:
-            raise ValidationError(field, quoted(key), f"key {printable(key)!r}: {problem}")
+            raise ValidationError(field, quoted(key), f"key '{printable(key)}': {problem}")
         _check(f"{field}.{printable(key)}", value, value_rule)
 
 
