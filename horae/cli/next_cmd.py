@@ -20,7 +20,9 @@ settings): ``HORAE_NEXT_ZONE``, ``HORAE_NEXT_AFTER``, ``HORAE_NEXT_COUNT``, ``HO
 "tzdata": ...}`` (plus ``"local"`` with ``--local``) or ``{"error": "..."}``. A bad line never
 stops the batch; the exit code is 0 unless stdin itself cannot be read.
 
-Errors print one precise line on stderr and exit with code 2.
+Errors print one precise line on stderr and exit with code 2. Requests are validated as the API
+validates a definition's recurrence: the text rules of ``recurrence.expr`` and ``recurrence.zone``
+(:mod:`horae.contracts.textrules`) and the platform limits, ``HORAE_MIN_INTERVAL_S`` included.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from horae.cli.common import add_flags
+from horae.contracts.textrules import DEFINITION_RULES, quoted, text_problem
 from horae.domain import (
     DstPolicy,
+    Limits,
     TriggerSpec,
     ValidationError,
     next_instants,
@@ -92,12 +96,18 @@ def compute(
     dst_gap: Any,
     dst_repeat: Any,
     now: int,
+    limits: Limits | None = None,
 ) -> tuple[list[int], TriggerSpec]:
-    """Validate a request exactly as the API does and return its next instants."""
+    """Validate a request exactly as the API does (``limits``: the platform's, from the
+    settings) and return its next instants."""
     if not isinstance(expr, str) or not expr.strip():
         raise ValidationError("expr", expr, "an expression is required")
     if not isinstance(zone, str):
         raise ValidationError("zone", zone, "time zone must be a string")
+    for field, value in (("expr", expr), ("zone", zone)):
+        problem = text_problem(value, DEFINITION_RULES[f"recurrence.{field}"])
+        if problem is not None:
+            raise ValidationError(field, quoted(value), problem)
     dst = DstPolicy(
         enum_value(GapPolicy, dst_gap, "dst_gap"),
         enum_value(RepeatPolicy, dst_repeat, "dst_repeat"),
@@ -105,7 +115,7 @@ def compute(
     spec = TriggerSpec(parse_expression(expr), zone, dst)
     start = _after(after, zone, now)
     how_many = _count(count)
-    validate_trigger(spec, start)
+    validate_trigger(spec, start, limits or Limits())
     return next_instants(spec.schedule(), start, how_many), spec
 
 
@@ -125,7 +135,7 @@ def _now() -> int:
     return to_epoch(datetime.now(UTC))
 
 
-def _one_json(line: str, opts: NextSettings, now: int) -> dict[str, Any]:
+def _one_json(line: str, opts: NextSettings, now: int, limits: Limits) -> dict[str, Any]:
     try:
         request = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -144,6 +154,7 @@ def _one_json(line: str, opts: NextSettings, now: int) -> dict[str, Any]:
             request.get("dst_gap", opts.dst_gap),
             request.get("dst_repeat", opts.dst_repeat),
             now,
+            limits,
         )
     except ValidationError as exc:
         return {"error": str(exc)}
@@ -156,7 +167,7 @@ def _one_json(line: str, opts: NextSettings, now: int) -> dict[str, Any]:
     return result
 
 
-def _run_jsonl(opts: NextSettings, args: argparse.Namespace) -> int:
+def _run_jsonl(opts: NextSettings, args: argparse.Namespace, limits: Limits) -> int:
     if args.expr:
         print("horae next: error: EXPR cannot be combined with --jsonl", file=sys.stderr)
         return 2
@@ -166,7 +177,7 @@ def _run_jsonl(opts: NextSettings, args: argparse.Namespace) -> int:
             result: dict[str, Any] = {"error": "empty line"}
         else:
             try:
-                result = _one_json(line, opts, now)
+                result = _one_json(line, opts, now, limits)
             except Exception as exc:  # a bad line must never stop the batch
                 result = {"error": f"internal error: {type(exc).__name__}: {exc}"}
         sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")
@@ -176,15 +187,17 @@ def _run_jsonl(opts: NextSettings, args: argparse.Namespace) -> int:
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     opts = settings.next
+    limits = Limits(min_interval_s=settings.min_interval_s)  # as the API's
     if opts.jsonl:
-        return _run_jsonl(opts, args)
+        return _run_jsonl(opts, args, limits)
     if not args.expr:
         print("horae next: error: EXPR is required (or use --jsonl)", file=sys.stderr)
         return 2
     try:
         instants, spec = compute(
-            args.expr, opts.zone, opts.after, opts.count, opts.dst_gap, opts.dst_repeat, _now()
-        )
+            args.expr, opts.zone, opts.after, opts.count, opts.dst_gap, opts.dst_repeat, _now(),
+            limits,
+        )  # fmt: skip
     except ValidationError as exc:
         print(f"horae next: error: {exc}", file=sys.stderr)
         return 2

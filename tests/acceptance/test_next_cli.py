@@ -135,3 +135,22 @@ def test_jsonl_one_line_per_input_line_errors_do_not_stop_the_batch() -> None:
     assert "unknown time zone" in results[5]["error"]
     assert "error" in results[6]
     assert results[7]["instants"] == ["2026-01-01T00:05:00Z", "2026-01-01T00:10:00Z"]
+
+
+def test_the_platform_minimum_interval_applies_as_in_the_api() -> None:
+    """``HORAE_MIN_INTERVAL_S`` is the API's limit; ``horae next`` applies the same one."""
+    after = ("--after", "2026-03-07T12:00:00Z", "--count", "2")
+    code, out, err = horae("@every 5s", *after, env={"HORAE_MIN_INTERVAL_S": "1"})
+    assert code == 0, err
+    assert out.splitlines() == ["2026-03-07T12:00:05Z", "2026-03-07T12:00:10Z"]
+    code, out, err = horae("@every 120s", *after, env={"HORAE_MIN_INTERVAL_S": "3600"})
+    assert code == 2 and out == "" and "the minimum interval is 1h" in err, err
+    lines = '{"expr": "@every 120s"}\n{"expr": "@every 2h"}\n'
+    code, out, _ = horae("--jsonl", stdin=lines, env={"HORAE_MIN_INTERVAL_S": "3600"})
+    first, second = (json.loads(line) for line in out.splitlines())
+    assert code == 0 and "minimum interval is 1h" in first["error"] and "instants" in second
+
+
+def test_text_the_api_refuses_is_refused() -> None:
+    code, _, err = horae("0 9 * * *\x01", "--after", "2026-03-07T12:00:00Z")
+    assert code == 2 and "expr: holds a control character (U+0001 at 9)" in err, err
