@@ -38,6 +38,8 @@ from horae.projections.store import ApplyResult
 TABLES: dict[str, tuple[str, ...]] = {
     "triggers": ("tenant", "trigger_id"),
     "trigger_versions": ("tenant", "trigger_id", "version"),
+    "trigger_runs": ("tenant", "trigger_id"),
+    "tenant_suspensions": ("tenant",),
     "fires": ("fire_key",),
     "fire_duplicates": ("src_topic", "src_partition", "src_offset"),
     "attempts": ("fire_key", "n"),

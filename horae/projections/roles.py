@@ -44,6 +44,8 @@ PROJECTOR_WRITES: tuple[str, ...] = (
     "projection_errors",
     "trigger_versions",
     "triggers",
+    "trigger_runs",
+    "tenant_suspensions",
     "fires",
     "fire_duplicates",
     "attempts",

@@ -44,8 +44,8 @@ MERGES: dict[Stage, tuple[str, ...]] = {
     Stage.FIRES: ("merge/fires", "merge/fires_replaced"),  # the first returns the duplicates
     Stage.ATTEMPTS: ("merge/attempts", "merge/attempts_fires"),
     Stage.OUTCOMES: ("merge/outcomes",),
-    Stage.SCHEDULE_EVENTS: ("merge/schedule_events",),
-    Stage.AUDIT: ("merge/audit",),
+    Stage.SCHEDULE_EVENTS: ("merge/schedule_events", "merge/trigger_runs"),
+    Stage.AUDIT: ("merge/audit", "merge/tenant_suspensions"),
     Stage.ERRORS: ("merge/errors",),
 }
 

@@ -51,6 +51,7 @@ def test_fresh_migrate_equals_schema_file(db: psycopg.Connection[Any], schema: s
         "0002_fires_fillfactor",
         "0003_outcomes_tzdata",
         "0004_event_lateness",
+        "0005_trigger_runs",
     ]
     pschema.load_schema_file(db, loaded)
     got, want = catalog(db, migrated), catalog(db, loaded)
@@ -100,7 +101,11 @@ def test_outcomes_projected_before_0003_are_kept_and_unknown_shows(
             (key, state),
         )
     db.execute("RESET search_path")
-    assert pschema.migrate(db, schema) == ["0003_outcomes_tzdata", "0004_event_lateness"]
+    assert pschema.migrate(db, schema) == [
+        "0003_outcomes_tzdata",
+        "0004_event_lateness",
+        "0005_trigger_runs",
+    ]
     rows = db.execute(
         f"SELECT o.fire_key, o.state, o.source, o.src_offset, f.status, f.outcome_source, "
         f'f.outcome_src_offset FROM "{schema}".work_outcomes o '

@@ -1,19 +1,21 @@
 -- Latest versions of a tenant's triggers, by trigger id after the cursor, optionally only one
--- state (else every state but deleted) and only those carrying a label; each rendered here as
+-- state (the state the planner decides under, a pause or resume by command included; else
+-- every state but deleted) and only those carrying a label; each rendered here as
 -- the API's TriggerOut JSON without next_instants (horae.api.render: instants RFC 3339 UTC with
 -- "Z", microseconds only when non-zero; payload base64; a sub-record's fields missing from a row
 -- projected before they existed take the defaults passed as %(recurrence)s ... %(quotas)s).
 -- recurrence_key: the recurrence as stored (the API compiles each distinct one once).
 WITH page AS (
-    SELECT v.tenant, v.trigger_id, v.version, v.state, v.recurrence, v.target, v.policies,
-        v.quotas, v.authored_at, v.author, v.role, v.description, v.labels, v.content_type,
-        v.payload, t.first_authored_at
+    SELECT v.tenant, v.trigger_id, v.version, st.run_state AS state, v.recurrence, v.target,
+        v.policies, v.quotas, v.authored_at, v.author, v.role, v.description, v.labels,
+        v.content_type, v.payload, t.first_authored_at
     FROM triggers t
     JOIN trigger_versions v USING (tenant, trigger_id, version)
+    JOIN trigger_states st USING (tenant, trigger_id)
     WHERE t.tenant = %(tenant)s
         AND (%(after)s::text IS NULL OR t.trigger_id > %(after)s)
         AND (CASE WHEN %(state)s::text IS NULL THEN t.state <> 'deleted'
-            ELSE t.state = %(state)s END)
+            ELSE st.run_state = %(state)s END)
         AND (%(labels)s::jsonb IS NULL OR t.labels @> %(labels)s::jsonb)
     ORDER BY t.trigger_id
     LIMIT %(limit)s
