@@ -12,14 +12,21 @@ it controls that host.
    verified for the tenant until ``api.verification_ttl_s`` from now.
 
 Creating or amending a webhook trigger whose host is not verified (or whose verification expired)
-is refused with a message saying how to verify. The records live in a :class:`VerificationStore`;
-the one ``horae api`` uses keeps them in the process (a restart forgets them: verify again).
+is refused with a message saying how to verify. The records live in a :class:`VerificationStore`:
+``horae api`` keeps them in PostgreSQL, in the API's state schema
+(:class:`horae.api.state.PostgresState`: tables ``target_challenges`` and ``verified_hosts``), so
+every API process knows them and a restart keeps them; :class:`MemoryVerifications` is the
+in-process twin of the tests.
+
+A host is the URL's lower-case name without a final dot, an IPv6 literal in brackets in its
+compressed form (``[2606:4700::1]``), and ``:port`` when the URL gives one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -78,12 +85,17 @@ class MemoryVerifications:
 
 
 def host_of(url: str) -> tuple[str, str]:
-    """``(host, origin)`` of an http(s) URL: ``host`` is the lower-case name with ``:port`` when
-    one is given; ValueError for anything else."""
+    """``(host, origin)`` of an http(s) URL: ``host`` is the lower-case name (an IPv6 literal
+    in brackets, compressed) with ``:port`` when one is given; ValueError for anything else."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("expected an http(s) URL with a host")
     host = parts.hostname.lower().rstrip(".")
+    if ":" in host:  # urlsplit drops an IPv6 literal's brackets; the URL needs them back
+        try:
+            host = f"[{ipaddress.IPv6Address(host.partition('%')[0]).compressed}]"
+        except ValueError:
+            raise ValueError(f"{host!r} is not an IPv6 address") from None
     if parts.port is not None:
         host = f"{host}:{parts.port}"
     return host, f"{parts.scheme}://{host}"

@@ -15,6 +15,31 @@ TARGET = {"kind": "webhook", "url": URL, "secret_refs": ["acme-hook"]}
 def test_host_of() -> None:
     assert host_of("https://Hooks.Example./x?y") == ("hooks.example", "https://hooks.example")
     assert host_of(URL) == ("new.example:8443", "https://new.example:8443")
+    v6 = ("[2606:4700::1]:8443", "https://[2606:4700::1]:8443")
+    assert host_of("https://[2606:4700:0:0::1]:8443/x") == v6
+    assert host_of("http://[2606:4700::1]/x") == ("[2606:4700::1]", "http://[2606:4700::1]")
+
+
+def test_a_public_ipv6_literal_can_be_verified() -> None:
+    """urlsplit drops the brackets of an IPv6 literal: the host and its well-known URL keep them,
+    so the check fetches a URL that parses, and a trigger at the literal is accepted after."""
+    api = make_api()
+    h = api.headers()
+    url = "https://[2606:4700::1]:8443/hook"
+    target = {**TARGET, "url": url}
+    assert api.client.post("/v1/schedules", json=cron(target=target), headers=h).status_code == 422
+    made = api.client.post("/v1/targets/verifications", json={"url": url}, headers=h)
+    assert made.status_code == 201, made.text
+    challenge = made.json()
+    assert challenge["host"] == "[2606:4700::1]:8443"
+    well_known = challenge["well_known_url"]
+    assert well_known.startswith("https://[2606:4700::1]:8443/.well-known/horae-verification/")
+    answer = expected_answer("whsec_a", "acme", challenge["host"], challenge["challenge"])
+    api.served[well_known] = (200, answer.encode())
+    check = api.client.post(f"/v1/targets/verifications/{challenge['host']}/check", headers=h)
+    assert check.status_code == 200 and check.json()["state"] == "verified", check.text
+    created = api.client.post("/v1/schedules", json=cron(target=target), headers=h)
+    assert created.status_code == 201, created.text
 
 
 def test_an_unverified_host_is_refused_until_verified() -> None:
