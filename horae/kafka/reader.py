@@ -3,6 +3,8 @@
 :func:`read_partition` reads outside any consumer group; it rebuilds state on assignment (the
 planner's due index from its compacted changelog and the definitions). ``read_committed``: the end
 is the last stable offset, so an open or aborted transaction is never part of the rebuilt state.
+A read never waits for ever: an error that does not pass by itself raises at once, and a read
+that gets nothing for ``STALL_S`` raises too; the caller decides what to do.
 
 :func:`seek_to_committed` moves a group member back to its committed offsets, as an aborted
 transaction requires (an abort does not rewind the consumer).
@@ -34,6 +36,8 @@ POLL_BATCH = 10_000
 READ_FETCH_WAIT_MS = 10
 READ_FETCH_BYTES = 16 * 1024 * 1024
 COMMITTED_TIMEOUT_S = 30.0
+#: a read that gets no record for this long before its end raises (it never waits for ever)
+STALL_S = 30.0
 
 # What a broker answers for a moment after a topic is created or a leader moves.
 _SETTLING = frozenset(
@@ -85,7 +89,10 @@ def read_partition(
     bootstrap: str, topic: str, partition: int, stop_offset: int | None = None, start: int = 0
 ) -> Iterator[Message]:
     """Yield the committed records of ``topic[partition]`` from ``start`` up to ``stop_offset``
-    (default: the end)."""
+    (default: the end). Raises ``KafkaException`` at once for an error that does not pass by
+    itself (``TOPIC_AUTHORIZATION_FAILED`` for a user without READ, an unknown topic or
+    partition, a fatal error), and with ``_TIMED_OUT`` when no record arrives for
+    :data:`STALL_S` before the end: no read waits for ever."""
     consumer = _reader(bootstrap)
     try:
         yield from _read(consumer, topic, partition, stop_offset, start)
@@ -105,6 +112,7 @@ def _read(
             return
         first = start if start > 0 else OFFSET_BEGINNING
         consumer.assign([TopicPartition(topic, partition, first)])
+        stalled_since = time.monotonic()
         while True:
             batch = _next_batch(consumer)
             for msg in batch:
@@ -112,20 +120,41 @@ def _read(
                     continue  # fetched for an earlier read of this consumer
                 err = msg.error()
                 if err is not None:
-                    if (
-                        err.code() == err._PARTITION_EOF
-                        and _position(consumer, topic, partition) >= end
-                    ):
-                        return
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if _position(consumer, topic, partition) >= end:
+                            return
+                        continue
+                    if not _passing(err):
+                        raise KafkaException(err)
+                    log.debug("reading %s[%d]: %s", topic, partition, err)
                     continue
                 offset = msg.offset()
                 if offset is not None and offset >= end:
                     return
+                stalled_since = time.monotonic()
                 yield msg
             if not batch and _position(consumer, topic, partition) >= end:
                 return
+            if time.monotonic() - stalled_since > STALL_S:
+                raise KafkaException(
+                    KafkaError(
+                        KafkaError._TIMED_OUT,
+                        f"reading {topic}[{partition}]: no record for {STALL_S:g} s "
+                        f"before its end {end}",
+                    )
+                )
     finally:
         consumer.unassign()
+
+
+def _passing(err: KafkaError) -> bool:
+    """Whether a consumer error met mid-read is one librdkafka recovers from by itself (a broker
+    connection lost, a leader moving): the read goes on, within :data:`STALL_S`. Any other error
+    (authorization, an unknown topic or partition, a fatal one) ends the read at once."""
+    code = err.code()
+    if err.fatal() or code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        return False
+    return code in _SETTLING or err.retriable()
 
 
 def _next_batch(consumer: Consumer) -> list[Message]:

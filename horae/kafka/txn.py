@@ -126,18 +126,26 @@ def exit_hung(call: str, blocked_s: float) -> None:
 
 
 class HangWatch:
-    """Ends the process when one transaction call outlives ``deadline_s``.
+    """Ends the process when a watched call outlives ``deadline_s``, or a watched loop stops
+    coming round for that long.
 
-    librdkafka's ``send_offsets_to_transaction`` does not check its own timeout while the group
-    coordinator is unreachable (librdkafka issue 5456) and, after a broker outage, may never send
-    its request again: the call blocks for good, the transaction stays open and the consumer is
-    no longer polled, so the group fences the member. Nothing in the process can cancel a blocked
-    C call. So a daemon thread checks the call in progress about once a second and, once it is
-    overdue, calls ``on_hang(call, blocked_s)`` (by default :func:`exit_hung`). The supervisor
-    restarts the process; its successor's ``init_transactions`` fences the transactional id and
-    aborts the open transaction: nothing is lost or decided twice.
+    *Calls* (:meth:`call`): librdkafka's ``send_offsets_to_transaction`` does not check its own
+    timeout while the group coordinator is unreachable (librdkafka issue 5456) and, after a broker
+    outage, may never send its request again: the call blocks for good, the transaction stays open
+    and the consumer is no longer polled, so the group fences the member. Nothing in the process
+    can cancel a blocked C call.
 
-    :meth:`call` costs two attribute writes; the thread starts with the first call.
+    *Loops* (:meth:`beat` once per iteration, :meth:`done` when the loop ends): the threads of
+    the planner, dispatcher and projector each report that they come round, so a thread stuck
+    anywhere (a read that never ends, a lock never released) is seen, not only a transaction call.
+
+    A daemon thread checks about once a second and, once a call or loop is overdue, calls
+    ``on_hang(name, blocked_s)`` (by default :func:`exit_hung`: a log line, every thread's stack,
+    exit status 70). The supervisor restarts the process; its successor's ``init_transactions``
+    fences the transactional id and aborts the open transaction: nothing is lost or decided twice.
+
+    :meth:`call` and :meth:`beat` cost a clock read and a dict write; the thread starts with the
+    first of them.
     """
 
     def __init__(
@@ -149,27 +157,35 @@ class HangWatch:
         self.deadline_s = deadline_s
         self._on_hang = on_hang
         self._clock = clock
-        self._current: tuple[str, float] | None = None
+        self._since: dict[str, float] = {}  # call or loop -> when it began / last came round
         self._thread: threading.Thread | None = None
 
     @contextmanager
     def call(self, name: str) -> Iterator[None]:
         """Watch the blocking call made inside the ``with`` block."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._watch, name="hang-watch", daemon=True)
-            self._thread.start()
-        self._current = (name, self._clock())
+        self.beat(name)
         try:
             yield
         finally:
-            self._current = None
+            self.done(name)
+
+    def beat(self, name: str) -> None:
+        """Loop (or call) ``name`` is making progress now."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._watch, name="hang-watch", daemon=True)
+            self._thread.start()
+        self._since[name] = self._clock()
+
+    def done(self, name: str) -> None:
+        """``name`` ended: no longer watched."""
+        self._since.pop(name, None)
 
     def overdue(self, now: float) -> tuple[str, float] | None:
-        """The call in progress and how long it has blocked, when that is past the deadline."""
-        current = self._current
-        if current is None or now - current[1] < self.deadline_s:
-            return None
-        return current[0], now - current[1]
+        """A call or loop past the deadline and how long it has blocked, if any."""
+        for name, since in list(self._since.items()):
+            if now - since >= self.deadline_s:
+                return name, now - since
+        return None
 
     def _watch(self) -> None:
         period = min(1.0, self.deadline_s / 4)
@@ -180,10 +196,17 @@ class HangWatch:
                 return
 
 
+#: a watched loop (:meth:`HangWatch.beat`) that has not come round for this long is stuck; longer
+#: than anything a loop waits for on its own (a transaction call: ``HANG_DEADLINE_S``; a rebuild
+#: beats between partitions)
+LOOP_DEADLINE_S = 120.0
+
+
 __all__ = [
     "COMMIT_TIMEOUT_S",
     "EXIT_HUNG",
     "HANG_DEADLINE_S",
+    "LOOP_DEADLINE_S",
     "GroupMember",
     "HangWatch",
     "TransactionFailed",
@@ -195,11 +218,16 @@ __all__ = [
 UNASSIGNED = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the partitioner picks by key
 
 
+#: consumer errors that no retry mends: the member's user lacks a grant it needs (the process
+#: stops with the broker's error rather than log it for ever, consuming nothing)
+_DENIED = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED})
+
+
 def is_fatal(err: KafkaError) -> bool:
-    """A consumer error the member cannot go on after (e.g. fenced: another member took its
-    static ``group.instance.id``). As an event, librdkafka says so by its code, ``_FATAL``, not
-    by its ``fatal()`` flag."""
-    return bool(err.fatal()) or err.code() == KafkaError._FATAL
+    """A consumer error the member cannot go on after: fenced (another member took its static
+    ``group.instance.id``; as an event, librdkafka says so by its code, ``_FATAL``, not by its
+    ``fatal()`` flag), or denied by the broker's ACLs."""
+    return bool(err.fatal()) or err.code() == KafkaError._FATAL or err.code() in _DENIED
 
 
 class GroupMember(Seekable, Protocol):

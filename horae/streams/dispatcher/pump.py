@@ -46,6 +46,8 @@ from horae.contracts.routing import Router
 from horae.contracts.topics import lane_topic
 from horae.kafka.reader import seek_to_committed
 from horae.kafka.txn import (
+    LOOP_DEADLINE_S,
+    HangWatch,
     TransactionalProcessor,
     TransactionFailed,
     is_fatal,
@@ -107,6 +109,8 @@ class _CommitterView:
         raise RuntimeError("the committer's view owns no partitions; the consumer thread seeks")
 
 
+#: the names the two threads' loops beat under (:class:`~horae.kafka.txn.HangWatch`)
+CONSUMER_LOOP, COMMITTER_LOOP = "dispatcher consumer loop", "dispatcher committer loop"
 #: how long a revocation waits for the committer's transaction in progress (see _on_revoke)
 REVOKE_WAIT_S = 1.0
 #: most orders handed to the loop at once
@@ -161,6 +165,7 @@ class Pump:
         self._pending: list[Emit] = []  # quarantine and breaker records for the next txn
         self._paused: set[TP] = set()
         self.stop = threading.Event()
+        self.watch = HangWatch(LOOP_DEADLINE_S)  # both threads beat; stuck: the process ends
         self.failed: KafkaException | None = None  # why the consumer thread stopped by itself
         self._threads: list[threading.Thread] = []
 
@@ -193,6 +198,7 @@ class Pump:
         last_depth = self.clock.monotonic()
         try:
             while not self.stop.is_set():
+                self.watch.beat(CONSUMER_LOOP)
                 if self._rewind_pending.is_set():
                     self._seek_committed()
                 messages = self._consume()
@@ -207,6 +213,7 @@ class Pump:
             self.stop.set()
             raise
         finally:
+            self.watch.done(CONSUMER_LOOP)
             for thread in self._threads:
                 if thread is not threading.current_thread():
                     thread.join()  # the committer's last transaction
@@ -275,11 +282,16 @@ class Pump:
 
     # --- committer thread --------------------------------------------------------------------
     def _commit_loop(self) -> None:
-        while not self.stop.wait(self.config.commit_interval_s):
+        try:
+            while not self.stop.wait(self.config.commit_interval_s):
+                self.watch.beat(COMMITTER_LOOP)
+                with self._txn_lock:
+                    self._commit()
+            self.watch.beat(COMMITTER_LOOP)
             with self._txn_lock:
                 self._commit()
-        with self._txn_lock:
-            self._commit()
+        finally:
+            self.watch.done(COMMITTER_LOOP)
 
     def _commit(self) -> None:
         """One transaction with everything finished so far (caller holds ``_txn_lock``)."""

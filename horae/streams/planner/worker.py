@@ -43,7 +43,7 @@ from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
 from horae.domain.trigger import Limits
 from horae.kafka.reader import KafkaPartitionReader
-from horae.kafka.txn import TransactionalProcessor, member_configs
+from horae.kafka.txn import LOOP_DEADLINE_S, HangWatch, TransactionalProcessor, member_configs
 from horae.ports import (
     SYSTEM_CLOCK,
     SYSTEM_ZONES,
@@ -65,6 +65,8 @@ from horae.streams.planner.sharing import SharedValues
 from horae.streams.planner.snapshot import Snapshots, ensure_snapshot_topic, snapshot_topic
 
 log = logging.getLogger(__name__)
+#: the name the loop beats under (:class:`~horae.kafka.txn.HangWatch`)
+LOOP = "planner loop"
 #: logged when the group takes partitions away without a rebalance (session expired, fenced)
 PARTITIONS_LOST = "partitions lost (session expired or fenced)"
 
@@ -166,7 +168,9 @@ class Planner:
         broker = broker_clock or KafkaBrokerClock(config.bootstrap, clock_topic(config.prefix))
         self.gate = ClockGate(broker, clock, config.max_skew_s)
         self._subscribed = False
+        self._running = False  # inside run(): its loop is watched
         self._owed_since: float | None = None  # outcome positions not committed since then
+        self.watch = HangWatch(LOOP_DEADLINE_S)  # the loop beats (a rebuild: per partition)
 
     # --- group membership ----------------------------------------------------------------
     def _subscribe(self) -> None:
@@ -236,6 +240,8 @@ class Planner:
         self._snapshot_out = [e for e in self._snapshot_out if e.partition not in partitions]
 
     def _rebuild(self, p: int) -> DueIndex:
+        if self._running:
+            self.watch.beat(LOOP)
         snapshots = self.snapshots
         base = None
         if snapshots is not None and INDEX.kind == "compact":
@@ -263,10 +269,14 @@ class Planner:
     # --- the loop -----------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
         self.gate.wait_first_reading()
+        self._running = True
         try:
             while not stop.is_set():
+                self.watch.beat(LOOP)
                 self.step(stop)
         finally:
+            self._running = False
+            self.watch.done(LOOP)
             self.close()
 
     def close(self) -> None:

@@ -45,7 +45,6 @@ SECRET_REF = "acme-hook"
 SECRET = "whsec_" + base64.b64encode(b"acme-webhook-secret-123").decode()
 PLATFORM_KEY = b"platform-secret"
 TENANT_KEY_ID, TENANT_KEY = "acme-1", b"acme-secret"
-TENANT_KEYS = {TENANT: {TENANT_KEY_ID: TENANT_KEY, "horae-platform": PLATFORM_KEY}}
 CALLBACK_SECRET = b"callback-secret"
 # The loop the dispatchers under test send on (in-process and spawned alike): the settings'
 # default, uvloop; HORAE_DISPATCHER_EVENT_LOOP=asyncio runs the same tests on asyncio's loop.
@@ -241,7 +240,6 @@ class DispatchEnv:
             webhook_secrets={TENANT: {SECRET_REF: SECRET}},
             callback_secret=CALLBACK_SECRET,
             platform_key=PLATFORM_KEY,
-            tenant_keys=TENANT_KEYS,
             session_timeout_ms=6000,
             event_loop=EVENT_LOOP,
             http_client=HTTP_CLIENT,
