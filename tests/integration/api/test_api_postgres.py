@@ -3,6 +3,8 @@ the projector's own store, read back through every read route, scoped to the tok
 
 from __future__ import annotations
 
+import base64
+import json
 import warnings
 from collections.abc import Iterator
 from dataclasses import replace
@@ -15,6 +17,7 @@ import pytest
 from horae.api.adapters import PostgresHistory
 from horae.api.app import create_app
 from horae.api.memory import MemoryBackend
+from horae.api.ports import BadValue
 from horae.contracts import events as ev
 from horae.contracts.codec import default_codec
 from horae.contracts.routing import Router
@@ -148,3 +151,42 @@ def test_history_fire_lateness_events_audit(api: Api) -> None:
     assert [a["audit_id"] for a in get(api, f"/v1/audit?{window}", "globex")["items"]] == [
         "globex-audit-1"
     ]
+
+
+def cursor_of(*parts: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(parts)).encode()).decode().rstrip("=")
+
+
+def test_values_postgres_refuses_are_422(api: Api, database_url: str, schema: str) -> None:
+    """Issue 23's values, sent against the real read models: a 4xx problem naming the value,
+    never a 500; under the edge, the adapter answers BadValue, never the driver's DataError."""
+    nul_key = cursor_of("2026-01-01T00:00:00+00:00", "k\x00")
+    cases = [
+        ("/v1/schedules/a%00b", "trigger_id"),
+        ("/v1/schedules/a%0A2026-01-01%2000:00:00,000%20ERROR%20api%20FORGED%00", "trigger_id"),
+        ("/v1/schedules?label=team:a%00", "label"),
+        ("/v1/schedules/nightly/history?state=fired%00", "state"),
+        ("/v1/schedules/nightly/history?cursor=%00", "cursor"),
+        ("/v1/fires/a%00", "fire_key"),
+        (f"/v1/schedules?cursor={cursor_of('a' + chr(0))}", "cursor"),
+        (f"/v1/schedules/nightly/history?cursor={nul_key}", "cursor"),
+        (f"/v1/schedules/nightly/events?cursor={nul_key}", "cursor"),
+        (f"/v1/audit?cursor={nul_key}", "cursor"),
+        (f"/v1/audit?cursor={cursor_of('not a time', 'k')}", "cursor"),
+    ]
+    for path, field in cases:
+        r = api.client.get(path, headers=api.headers("acme", "read"))
+        assert r.status_code == 422, (path, r.status_code, r.text)
+        assert r.headers["content-type"] == "application/problem+json"
+        assert r.json()["errors"][0]["field"] == field, (path, r.json())
+    history = PostgresHistory(database_url, schema, max_size=1)
+    try:
+        with pytest.raises(BadValue):
+            history.trigger("acme", "a\x00b")
+        with pytest.raises(BadValue):
+            history.triggers("acme", limit=1, cursor=None, label=("team", "a\x00"), state=None)
+        with pytest.raises(BadValue):
+            history.fire("acme", "a\x00")
+        assert history.trigger("acme", "nightly") is not None  # the pool still serves
+    finally:
+        history.close()

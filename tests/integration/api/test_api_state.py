@@ -17,7 +17,7 @@ import pytest
 from horae.api import state
 from horae.api.app import create_app
 from horae.api.memory import MemoryBackend, MemoryRecentWrites
-from horae.api.ports import RecentWrites, StoredTrigger
+from horae.api.ports import BadValue, RecentWrites, StoredTrigger
 from horae.api.verification import (
     Challenge,
     MemoryVerifications,
@@ -220,3 +220,13 @@ def test_a_host_verified_through_one_api_is_verified_for_the_other(
     finally:
         for adapter in adapters:
             adapter.close()
+
+
+def test_a_value_postgres_cannot_hold_is_a_bad_value(pg: state.PostgresState) -> None:
+    """A NUL in a verification host reaches the adapter only past the API's edge; even then it is
+    BadValue (the API's 422), never psycopg's DataError (a 500), and the pool goes on serving."""
+    with pytest.raises(BadValue):
+        pg.challenge("acme", "hooks\x00.example")
+    with pytest.raises(BadValue):
+        pg.verified_until("acme", "hooks\x00.example")
+    assert pg.verified_until("acme", "hooks.example") is None
