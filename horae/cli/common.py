@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
+import threading
 import types
 from collections.abc import Iterable
 from pathlib import Path
@@ -138,3 +140,26 @@ def ensure_topics(settings: Settings, bootstrap: str, tenants: tuple[str, ...] =
     rf = settings.topic_replication_factor or auto_replication_factor(admin)
     every = (*settings.tenant_keys, *tenants)
     apply(admin, Plan(settings.topic_prefix, settings.topic_partitions, rf, every))
+
+
+#: what a stopping process may take, after its drain, to commit, leave its group and close
+STOP_GRACE_S = 10.0
+
+
+def stop_on_signals(stop: threading.Event, drain_s: float, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM and SIGINT set ``stop``, and from then on the process has ``drain_s`` +
+    ``grace_s`` to end: past that, a timer ends it as a hung process (a log line, every
+    thread's stack, exit status 70), so a stop is always bounded, whatever a thread waits on."""
+    from horae.kafka.txn import exit_hung
+
+    def stopped(signum: int, _frame: object) -> None:
+        if stop.is_set():
+            return  # a second signal (a supervisor's SIGTERM after the terminal's SIGINT)
+        stop.set()
+        limit = drain_s + grace_s
+        timer = threading.Timer(limit, exit_hung, (f"stop on {signal.Signals(signum).name}", limit))
+        timer.daemon = True
+        timer.start()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stopped)

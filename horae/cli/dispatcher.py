@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import threading
 
 from horae.cli.common import (
@@ -27,6 +26,7 @@ from horae.cli.common import (
     require_services,
     serve_metrics,
     setup_logging,
+    stop_on_signals,
 )
 from horae.settings import Settings
 
@@ -63,8 +63,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     )
     serve_metrics(mine.metrics_port, dispatcher.metrics.registry)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop, mine.deadline_s + 1)  # in-flight sends finish within their deadline
     dispatcher.run(stop)
     return 0
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import threading
 
 from horae.cli.common import (
@@ -12,11 +11,15 @@ from horae.cli.common import (
     require_services,
     serve_metrics,
     setup_logging,
+    stop_on_signals,
 )
 from horae.settings import Settings
 from horae.streams.planner.clock import ensure_clock_topic
 from horae.streams.planner.rebuild import FreezeAfterRebuild
 from horae.streams.planner.worker import Planner, PlannerConfig
+
+#: a stopping planner ends its iteration (decisions, one commit) and leaves its group
+DRAIN_S = 10.0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,7 +52,6 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     planner = Planner(config, gc=FreezeAfterRebuild())
     serve_metrics(mine.metrics_port, planner.metrics.registry)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop, DRAIN_S)
     planner.run(stop)
     return 0

@@ -23,9 +23,18 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from horae.cli.common import add_flags, require_services, serve_metrics, setup_logging
+from horae.cli.common import (
+    add_flags,
+    require_services,
+    serve_metrics,
+    setup_logging,
+    stop_on_signals,
+)
 from horae.devstack import StackError
 from horae.settings import Settings
+
+#: a stopping projector ends its batch (one database transaction) and leaves its group
+DRAIN_S = 10.0
 
 if TYPE_CHECKING:
     from horae.projections.projector import ProjectorConfig
@@ -143,8 +152,7 @@ def run_projector(settings: Settings, args: argparse.Namespace) -> int:
     metrics = ProjectionMetrics()
     serve_metrics(mine.metrics_port, metrics.registry)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop, DRAIN_S)
     projector = Projector(config, metrics)
     logging.getLogger(__name__).info(
         "projecting %s* into schema %s", config.topic_prefix, config.schema

@@ -53,7 +53,7 @@ from confluent_kafka.admin import AdminClient
 from horae.contracts.codec import Codec, default_codec
 from horae.contracts.topics import Topic, events_pattern, is_events_topic, topic_name
 from horae.kafka.config import client_config
-from horae.kafka.txn import is_fatal
+from horae.kafka.txn import LOOP_DEADLINE_S, HangWatch, is_fatal
 from horae.projections.isolate import STORE_CAUSE, isolate
 from horae.projections.metrics import ProjectionMetrics
 from horae.projections.rows import PROJECTED, Batch, RecordMapper, Stage
@@ -66,6 +66,8 @@ from horae.projections.store import (
 )
 
 log = logging.getLogger(__name__)
+#: the name the loop beats under (:class:`~horae.kafka.txn.HangWatch`)
+LOOP = "projector loop"
 
 TP = tuple[str, int]
 #: projected topics that exist once per tenant (subscribed by pattern)
@@ -157,6 +159,7 @@ class Projector:
         self._last_lag_update = 0.0
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="projector-writer")
         self._inflight: tuple[Batch, float, Future[ApplyResult]] | None = None
+        self.watch = HangWatch(LOOP_DEADLINE_S)  # the loop beats; stuck: the process ends
 
     # --- lifecycle ---------------------------------------------------------------------
     def run(self, stop_event: threading.Event | None = None) -> None:
@@ -175,11 +178,13 @@ class Projector:
             else:
                 self._assign_all(consumer)
             while not self._stop.is_set():
+                self.watch.beat(LOOP)
                 if self._inflight is None and self._replay_done():
                     break
                 self._step(consumer)
             self._drain(consumer, resync=False)
         finally:
+            self.watch.done(LOOP)
             self._consumer = None
             self._writer.shutdown(wait=True)
             consumer.close()
@@ -420,6 +425,7 @@ class Projector:
                 return True
             except psycopg.Error as exc:
                 log.warning("database unavailable (%s); retrying in %.1fs", exc, delay)
+                self.watch.beat(LOOP)  # waiting for the database on purpose is not stuck
                 self.store.close()
                 self._count_retry()
                 self._stop.wait(delay)
