@@ -64,6 +64,13 @@ class PlannerMetrics:
             ["cause"],
             registry=r,
         )
+        self.record_failures = Counter(
+            "horae_planner_record_failures",
+            "Input records whose handling raised, each attempt (by input: definitions, commands,"
+            " outcomes); the last one is quarantined handler-error",
+            ["input"],
+            registry=r,
+        )
         self.gc_frozen = Gauge(
             "horae_planner_gc_frozen_objects",
             "Objects in the garbage collector's permanent generation (gc.get_freeze_count)",

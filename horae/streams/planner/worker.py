@@ -13,6 +13,10 @@ assignment, co-partitioned topics) to learn when a tracked fire ended (overlap, 
 :mod:`~horae.streams.planner.decide`); an outcome record that changes nothing is committed with
 the next transaction, at the latest about ``tick_s`` later.
 
+A record whose handling raises (not a Kafka error) is retried a bounded number of times, seconds
+apart, then quarantined (cause ``handler-error``), while every other partition — and the held
+partition's due instants — go on (:mod:`~horae.streams.planner.poison`).
+
 State lives in Kafka only: on assignment (and after any aborted transaction) each owned partition's
 index is rebuilt from the compacted planner-state changelog and the accepted definitions (both
 written in the transactions that commit the input offsets), so restart, rebalance and failover
@@ -34,11 +38,12 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException
 
 from horae.contracts.admin import TenantTopics, admin_client
 from horae.contracts.grants import Grants
 from horae.contracts.ingress import TenantKeys
+from horae.contracts.quarantine import quarantine
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
 from horae.domain.trigger import Limits
@@ -60,7 +65,9 @@ from horae.streams.planner.clock import BrokerClock, ClockGate, KafkaBrokerClock
 from horae.streams.planner.decide import Decider
 from horae.streams.planner.index import INDEX, DueIndex
 from horae.streams.planner.metrics import PlannerMetrics
+from horae.streams.planner.poison import ATTEMPTS, BACKOFF_S, CAUSE, PoisonRecords, failure_detail
 from horae.streams.planner.rebuild import GcPolicy, KeepGc, rebuild_partition
+from horae.streams.planner.records import utc_datetime
 from horae.streams.planner.sharing import SharedValues
 from horae.streams.planner.snapshot import Snapshots, ensure_snapshot_topic, snapshot_topic
 
@@ -92,6 +99,10 @@ class PlannerConfig:
     #: snapshot a compact index after this many changelog records (see
     #: :mod:`~horae.streams.planner.snapshot`); 0: never, and every start rebuilds in full
     snapshot_changes: int = 0
+    #: a record whose handling raises is tried this many times in all, the n-th retry
+    #: ``record_backoff_s * 2 ** (n - 1)`` s after the failure, then quarantined ``handler-error``
+    record_attempts: int = ATTEMPTS
+    record_backoff_s: float = BACKOFF_S
 
 
 class Planner:
@@ -171,6 +182,7 @@ class Planner:
         self._running = False  # inside run(): its loop is watched
         self._owed_since: float | None = None  # outcome positions not committed since then
         self.watch = HangWatch(LOOP_DEADLINE_S)  # the loop beats (a rebuild: per partition)
+        self.poison = PoisonRecords(config.record_attempts, config.record_backoff_s)
 
     # --- group membership ----------------------------------------------------------------
     def _subscribe(self) -> None:
@@ -191,6 +203,7 @@ class Planner:
         self._drop_snapshots(set(self.indexes))
         self.indexes.clear()
         self._kept.clear()
+        self.poison.held.clear()
         self._subscribed = False
         self.metrics.partitions_owned.set(0)
 
@@ -221,6 +234,7 @@ class Planner:
             if index is not None:
                 self._kept[p] = index
         self._drop_snapshots({p for _, p in partitions})
+        self.poison.forget({p for _, p in partitions})
         self.metrics.partitions_owned.set(len(self.indexes))
 
     def _on_lost(self, partitions: Sequence[TopicPartitionKey]) -> None:
@@ -230,6 +244,7 @@ class Planner:
             self.indexes.pop(p, None)
         self._kept.clear()
         self._drop_snapshots({p for _, p in partitions})
+        self.poison.forget({p for _, p in partitions})
         self.metrics.partitions_owned.set(len(self.indexes))
         numbers = sorted({p for _, p in partitions})
         log.warning("%s %s: their indexes dropped", PARTITIONS_LOST, numbers)
@@ -298,6 +313,8 @@ class Planner:
             return
         if not self._subscribed:
             self._subscribe()
+        if self.poison.rewind_due(self.clock.monotonic()):
+            self.txn.rewind()  # a held record's retry: it and the ones after it are read again
         records = self.txn.consume(1000, self._wait_s())
         now = self.clock.now()
         outputs: list[Emit] = self._snapshot_out
@@ -306,16 +323,25 @@ class Planner:
             if index.pending:  # what a rebuild owes the log (see rebuild_partition)
                 outputs.extend(index.pending)
                 index.pending = []
+        left: dict[TopicPartitionKey, int] = {}  # the first offset left unapplied, per partition
+        spoilt: set[int] = set()  # partitions whose index a failed record may have half changed
         for record in records:
-            outputs.extend(self._apply(record, now))
+            outputs.extend(self._guarded(record, now, left, spoilt))
         decide_until = now - self.config.epsilon_s
-        for index in self.indexes.values():
+        for p, index in self.indexes.items():
+            if p in spoilt:
+                continue
             outputs.extend(
                 self.decider.decide_due(index, decide_until, now, self.config.batch_limit)
             )
             index.settle()  # the iteration's entries go back into the index's representation
-        if outputs or self._owes_commit(records):
-            self._commit(outputs, now)
+        if outputs or spoilt or self._owes_commit(records):
+            committed = self._commit(outputs, now, left)
+            if spoilt and committed:  # back to the committed state, and read again from there
+                with self.gc.rebuilding():
+                    for p in spoilt & set(self.indexes):
+                        self.indexes[p] = self._rebuild(p)
+                self.txn.rewind()
         if self.snapshots is not None and len(outputs) < self.config.batch_limit:
             # every index is the committed state here; not in a burst of decisions (a peak):
             # a snapshot's records would lengthen the next commit
@@ -324,11 +350,59 @@ class Planner:
         self.metrics.oldest_due_age.set(max(0.0, now - min(earliest)) if earliest else 0.0)
 
     def _wait_s(self) -> float:
+        until = self.config.tick_s
         due = [d for i in self.indexes.values() if (d := i.earliest_due()) is not None]
-        if not due:
-            return self.config.tick_s
-        until = min(due) + self.config.epsilon_s - self.clock.now()
-        return max(0.0, min(self.config.tick_s, until))
+        if due:
+            until = min(until, min(due) + self.config.epsilon_s - self.clock.now())
+        retry = self.poison.next_retry()  # a held record's retry
+        if retry is not None:
+            until = min(until, retry - self.clock.monotonic())
+        return max(0.0, until)
+
+    def _guarded(
+        self,
+        record: InputRecord,
+        now: float,
+        left: dict[TopicPartitionKey, int],
+        spoilt: set[int],
+    ) -> list[Emit]:
+        """:meth:`_apply` under the poison-record rule (:mod:`~.poison`): a record of a held
+        topic partition, or of a partition a failed record spoilt in this iteration, is left
+        unapplied (its offset in ``left``); a record whose handling raises spoils its partition
+        and is held for a retry, or quarantined once it failed its last attempt."""
+        tp = (record.topic() or "", record.partition() or 0)
+        offset = record.offset() or 0
+        at = self.clock.monotonic()
+        if tp in left or tp[1] in spoilt or self.poison.blocks(tp, offset, at):
+            left.setdefault(tp, offset)
+            return []
+        try:
+            out = self._apply(record, now)
+        except (KafkaException, TransactionFailed):
+            raise  # the log itself failing is no poison record
+        except Exception as exc:
+            spoilt.add(tp[1])
+            self.metrics.record_failures.labels(self._kind(tp[0])).inc()
+            failures = self.poison.failed(tp, offset, at)
+            where = f"{tp[0]}[{tp[1]}]@{offset}"
+            if failures is not None:
+                log.warning("handling %s raised (attempt %d of %d), retried: %r",
+                            where, failures, self.poison.attempts, exc, exc_info=exc)  # fmt: skip
+                left.setdefault(tp, offset)
+                return []
+            detail = failure_detail(exc, self.poison.attempts)
+            log.error("handling %s raised on every attempt, quarantined: %s", where, detail)
+            refused = quarantine(record, CAUSE, detail, utc_datetime(now))
+            return [self.router.emit(refused, tp[1])]
+        if self.poison.held:
+            self.poison.succeeded(tp, offset)
+        return out
+
+    def _kind(self, topic: str) -> str:
+        """The input a topic carries (a metric label)."""
+        if topic == self._topics[Topic.DEFINITIONS]:
+            return "definitions"
+        return "outcomes" if topic == self._topics[Topic.OUTCOMES] else "commands"
 
     def _apply(self, record: InputRecord, now: float) -> list[Emit]:
         index = self.indexes.get(record.partition() or 0)
@@ -353,15 +427,29 @@ class Planner:
         since = self._owed_since
         return since is not None and self.clock.monotonic() - since >= self.config.tick_s
 
-    def _commit(self, outputs: Sequence[Emit], now: float) -> None:
+    def _commit(
+        self,
+        outputs: Sequence[Emit],
+        now: float,
+        left: dict[TopicPartitionKey, int] | None = None,
+    ) -> bool:
+        """Commit ``outputs`` with the input offsets consumed, each stopping at the first record
+        ``left`` unapplied and at a held record (:mod:`~.poison`); False when aborted (every
+        index rebuilt)."""
         self._owed_since = None
+        offsets = self.txn.positions()
+        if left or self.poison.held:
+            offsets = {tp: self.poison.commit_offset(tp, o) for tp, o in offsets.items()}
+            for tp, offset in (left or {}).items():
+                offsets[tp] = min(offsets.get(tp, offset), offset)
         try:
-            self.txn.commit(outputs, self.txn.positions())
+            self.txn.commit(outputs, offsets)
         except TransactionFailed as exc:
             self.metrics.transaction_aborts.inc()
             log.warning("transaction aborted, state rebuilt from Kafka: %s", exc)
             self._rebuild_all()
-            return
+            return False
         if self.snapshots is not None:
             self.snapshots.committed(outputs)
         self.metrics.observe_committed(outputs, now)
+        return True
