@@ -1,8 +1,12 @@
-"""The breaker under the ACLs we ship: a planner and a dispatcher, each a ``horae`` process logged
-in as its own role user (``role_env``), a trigger whose every fire fails. After N consecutive
-failed fires the dispatcher writes a platform-signed ``pause`` command and ``schedule.failed``;
-the planner pauses the trigger (``schedule.paused`` with the breaker's cause, no more fires); the
-dispatcher goes on committing other orders and stops within its drain deadline on SIGTERM."""
+"""The paths that touch a topic beside the main ones, under the ACLs we ship: a planner and a
+dispatcher, each a ``horae`` process logged in as its own role user (``role_env``).
+
+- The breaker: a trigger whose every fire fails. After N consecutive failed fires the dispatcher
+  writes a platform-signed ``pause`` command and ``schedule.failed``; the planner pauses the
+  trigger (``schedule.paused`` with the breaker's cause); the dispatcher goes on committing other
+  orders and stops within its drain deadline on SIGTERM.
+- The planner's snapshots, the dispatcher's outcome callbacks, and ``horae dlq list`` /
+  ``redrive`` run as the dispatcher user."""
 
 from __future__ import annotations
 
@@ -12,7 +16,9 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -32,8 +38,9 @@ from tests.integration.dispatcher.support import (
     Receiver,
     events,
     order,
+    read_all,
 )
-from tests.net import kill_all
+from tests.net import free_ports, kill_all
 from tests.waiting import wait_until
 
 THRESHOLD = 3
@@ -53,7 +60,9 @@ def env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[DispatchEnv]:
 
 
 def refuse(path: str, n: int) -> web.Response | None:
-    return web.Response(status=410) if path == "/broken" else None
+    """``/broken``: a final refusal (the fire fails); ``/busy``: a retryable one (with one attempt
+    allowed the fire is exhausted, and dead-lettered)."""
+    return web.Response(status={"/broken": 410, "/busy": 503}[path]) if path != "/fine" else None
 
 
 def definition(url: str) -> ev.TriggerDefinition:
@@ -70,7 +79,9 @@ def definition(url: str) -> ev.TriggerDefinition:
     return signing.sign(d, TENANT_KEY_ID, TENANT_KEY)
 
 
-def planner(env: DispatchEnv, role_env: dict[str, dict[str, str]]) -> subprocess.Popen[bytes]:
+def planner(
+    env: DispatchEnv, role_env: dict[str, dict[str, str]], **extra: str
+) -> subprocess.Popen[bytes]:
     process_env = dict(
         os.environ,
         HORAE_KAFKA_BOOTSTRAP=env.bootstrap,
@@ -84,6 +95,7 @@ def planner(env: DispatchEnv, role_env: dict[str, dict[str, str]]) -> subprocess
         HORAE_PLANNER_SESSION_TIMEOUT_MS="6000",
         HORAE_LOG_LEVEL="WARNING",
         **role_env["planner"],
+        **extra,
     )
     proc = subprocess.Popen([sys.executable, "-m", "horae.cli.main", "planner"], env=process_env)
     env.processes.append(proc)
@@ -153,3 +165,83 @@ def test_a_trip_pauses_the_trigger_and_the_dispatcher_goes_on_under_role_users(
     assert commands[0].role is ev.Role.PLATFORM
     assert signing.check(commands[0], {"horae-platform": PLATFORM_KEY}) is None
     assert len(events(env.bootstrap, env.topic(Topic.DEFINITIONS), ev.TriggerDefinition)) == 1
+
+
+def dispatcher_env(env: DispatchEnv, role_env: dict[str, dict[str, str]]) -> dict[str, str]:
+    return dict(
+        os.environ,
+        HORAE_KAFKA_BOOTSTRAP=env.bootstrap,
+        HORAE_TOPIC_PREFIX=env.prefix,
+        HORAE_LOG_LEVEL="WARNING",
+        **role_env["dispatcher"],
+    )
+
+
+def callback(port: int, token: str) -> int:
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/outcomes",
+        data=json.dumps({"state": "succeeded"}).encode(),
+        headers={"Content-Type": "application/json", "Horae-Callback-Token": token},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return int(resp.status)
+
+
+def test_snapshots_callbacks_and_redrive_work_as_role_users(
+    env: DispatchEnv, role_env: dict[str, dict[str, str]]
+) -> None:
+    receiver = Receiver(behaviour=refuse)
+    receiver.start()
+    (port,) = free_ports(1)
+    try:
+        fine = replace(definition(receiver.url("/fine")), trigger_id="fine")
+        env.put_definition(signing.sign(fine, TENANT_KEY_ID, TENANT_KEY))
+        planner(env, role_env, HORAE_PLANNER_SNAPSHOT_CHANGES="1")
+        env.spawn("a", {**role_env["dispatcher"], "HORAE_DISPATCHER_CALLBACK_PORT": str(port)})
+        broken = order(
+            receiver.url("/busy"),
+            int(time.time()) - 5,
+            trigger="dead",
+            retry=ev.RetryPolicy(max_attempts=1),
+        )
+        env.produce_orders([broken])
+        wait_until(lambda: [h for h in receiver.hits if h.path == "/fine"], 60, 0.2, "no fire")
+        token = next(h.attempt_token for h in receiver.hits if h.path == "/fine")
+        assert callback(port, token) == 202  # the dispatcher user writes outcomes
+
+        def by_callback() -> list[ev.WorkOutcome]:
+            found = events(env.bootstrap, env.topic(Topic.OUTCOMES), ev.WorkOutcome)
+            return [w for w in found if w.source == ev.OutcomeSource.CALLBACK]
+
+        wait_until(by_callback, 30, 0.3, "the callback's outcome was not written")
+        snapshots = f"{env.prefix}planner-snapshots"
+        wait_until(lambda: read_all(env.bootstrap, snapshots), 60, 0.5, "no snapshot")
+        wait_until(lambda: events(env.bootstrap, env.topic(Topic.DLQ), ev.DispatchOrder), 60, 0.3)
+        cli = [sys.executable, "-m", "horae.cli.main", "dlq"]
+        listed = subprocess.run(
+            [*cli, "list", "--trigger", "dead"],
+            env=dispatcher_env(env, role_env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout.splitlines()[0])["fire_key"] == broken.fire.fire_key
+        redriven = subprocess.run(
+            [*cli, "redrive", "--fire-key", broken.fire.fire_key],
+            env=dispatcher_env(env, role_env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert redriven.returncode == 0 and "redriven: 1" in redriven.stdout, redriven.stderr
+        wait_until(
+            lambda: len([h for h in receiver.hits if h.key == broken.fire.fire_key]) == 2,
+            60, 0.2, "the redriven fire was not sent again",
+        )  # fmt: skip
+    finally:
+        kill_all(env.processes)
+        receiver.stop()
+    audit = events(env.bootstrap, env.topic(Topic.AUDIT), ev.AuditEntry)
+    assert [(a.action, a.principal) for a in audit] == [("dlq.redrive", "dispatcher")]
