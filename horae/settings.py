@@ -299,6 +299,14 @@ class ApiSettings(BaseSettings):
     verification_ttl_s: int = Field(
         default=30 * 86400, description="how long a verified target host stays verified"
     )
+    tls_cert_file: Path | None = Field(
+        default=None,
+        description="PEM certificate (chain) to serve the API over HTTPS with (with the key "
+        "file); unset: plain HTTP",
+    )
+    tls_key_file: Path | None = Field(
+        default=None, description="PEM private key of the API's TLS certificate"
+    )
     require_verified_targets: bool = Field(
         default=True,
         description="refuse webhook triggers whose host the tenant has not verified "
@@ -318,6 +326,22 @@ class DevSettings(BaseSettings):
     postgres_port: int = Field(default=15432, description="port of the local PostgreSQL")
     kafka_version: str = Field(default="4.1.1", description="Kafka version of the local broker")
     kafka_heap: str = Field(default="512m", description="heap of the local broker's JVM")
+    brokers: int = Field(
+        default=1,
+        ge=1,
+        description="brokers of the local Kafka cluster (1, or 3: KRaft, each broker also a "
+        "controller; replication factor 3, min.insync.replicas 2)",
+    )
+    kafka_node_ports: list[int] = Field(
+        default_factory=list,
+        description="ports of brokers 2.. and their controllers, JSON [b2, c2, b3, c3]; empty: "
+        "kafka_port and kafka_controller_port plus 2, 4, ...",
+    )
+    tls: bool = Field(
+        default=False,
+        description="run the local stack on TLS: a throwaway CA, Kafka on SASL_SSL, PostgreSQL "
+        "with ssl=on (clients find the CA under the state directory's tls/)",
+    )
 
 
 class Settings(BaseSettings):
@@ -365,6 +389,40 @@ class Settings(BaseSettings):
     )
     kafka_password: SecretStr | None = Field(
         default=None, description="SASL/SCRAM-SHA-512 password of HORAE_KAFKA_USERNAME"
+    )
+    kafka_security_protocol: Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"] | None = (
+        Field(
+            default=None,
+            description="security.protocol of the Kafka clients; unset: SASL_* when a user is "
+            "known, else PLAINTEXT/SSL, *_SSL when a CA or client certificate is given (or the "
+            "local stack runs on TLS), else *_PLAINTEXT",
+        )
+    )
+    kafka_sasl_mechanism: str = Field(
+        default="SCRAM-SHA-512", description="SASL mechanism of HORAE_KAFKA_USERNAME"
+    )
+    kafka_ssl_ca_file: Path | None = Field(
+        default=None,
+        description="PEM file of the CA that signs the brokers' certificates (TLS); unset: the "
+        "system's CAs (or the local stack's CA when it runs on TLS)",
+    )
+    kafka_ssl_cert_file: Path | None = Field(
+        default=None, description="PEM client certificate for mutual TLS (with the key file)"
+    )
+    kafka_ssl_key_file: Path | None = Field(
+        default=None, description="PEM private key of HORAE_KAFKA_SSL_CERT_FILE (mutual TLS)"
+    )
+    database_sslmode: (
+        Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] | None
+    ) = Field(
+        default=None,
+        description="libpq sslmode of every PostgreSQL connection (every role's URL); unset: "
+        "the URL's own, else libpq's default (prefer)",
+    )
+    database_ssl_ca_file: Path | None = Field(
+        default=None,
+        description="PEM file of the CA that signs PostgreSQL's certificate (libpq sslrootcert) "
+        "for every PostgreSQL connection; unset: the URL's own",
     )
     schema_registry_url: str | None = Field(
         default=None,

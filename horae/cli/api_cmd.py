@@ -9,6 +9,8 @@ It produces platform-signed definitions and commands to Kafka (as the ``api`` Ka
 ``api.workers`` processes serve one port (uvicorn's supervisor binds it once and hands it to
 each; the kernel spreads connections among them); each builds its own producer and pools,
 and ends when the supervisor is gone.
+Given ``api.tls_cert_file`` and ``api.tls_key_file`` (``HORAE_API_TLS_CERT_FILE`` /
+``HORAE_API_TLS_KEY_FILE``), it serves HTTPS only, with that certificate; else plain HTTP.
 uvicorn parses HTTP with ``httptools`` and runs on ``uvloop`` when they are installed.
 """
 
@@ -59,10 +61,12 @@ def build_app(settings: Settings, worker: bool = False) -> FastAPI:
     from horae.api.app import create_app
     from horae.api.state import PostgresState, state_schema
     from horae.cli.projections import database_urls
+    from horae.kafka.connection import KafkaConnection, use_connection
 
     setup_logging("api", settings.log_level)
-    if worker:
+    if worker:  # a spawned process: it did not go through the CLI's configure_process
         _exit_with_parent()
+        use_connection(KafkaConnection.from_settings(settings))
     bootstrap, owner = require_services(settings)
     url = database_urls(settings, owner).api
     sink = KafkaSink(bootstrap, settings.topic_prefix)
@@ -103,6 +107,13 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     if settings.platform_key is None:
         print("horae api: HORAE_PLATFORM_KEY is not set: the API signs with it", file=sys.stderr)
         return 2
+    api = settings.api
+    if (api.tls_cert_file is None) != (api.tls_key_file is None):
+        print(
+            "horae api: HORAE_API_TLS_CERT_FILE and HORAE_API_TLS_KEY_FILE go together",
+            file=sys.stderr,
+        )
+        return 2
     problem = _check_state(settings)
     if problem is not None:
         print(f"horae api: {problem}", file=sys.stderr)
@@ -117,6 +128,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
         log_level=settings.log_level.lower(),
         access_log=False,
+        ssl_certfile=api.tls_cert_file,
+        ssl_keyfile=api.tls_key_file,
     )
     if settings.api.workers == 1:
         uvicorn.Server(config).run()

@@ -1,4 +1,8 @@
-"""``horae dev up | down | status``: the local stack (Kafka 4 + PostgreSQL) on loopback."""
+"""``horae dev up | down | status``: the local stack (Kafka 4 + PostgreSQL) on loopback.
+
+``--brokers 3`` makes Kafka a 3-node KRaft cluster, ``--tls`` runs both parts on TLS with a
+throwaway CA (:mod:`horae.devstack.tls`); ``up`` prints the ``export`` line clients need.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from horae.cli.common import add_flags
 from horae.devstack import StackError
 from horae.devstack.stack import LocalStack
 from horae.kafka.acls import provision_roles
+from horae.kafka.connection import use_connection
 from horae.settings import Settings
 
 
@@ -50,13 +55,17 @@ def _up(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     health = stack.status()
     _print_endpoints(stack, health)
-    print(
-        f"local stack up in {time.monotonic() - started:.1f} s "
-        f"(export HORAE_KAFKA_BOOTSTRAP={stack.endpoints.kafka_bootstrap} "
-        f"HORAE_DATABASE_URL={stack.endpoints.database_url})"
-    )
+    exports = " ".join(f"{name}={value}" for name, value in stack.client_env().items())
+    print(f"local stack up in {time.monotonic() - started:.1f} s (export {exports})")
+    if stack.tls is not None:
+        print(
+            f"tls: Kafka on SASL_SSL and PostgreSQL with ssl=on, both certified by the local "
+            f"CA {stack.tls.ca} (made by this stack, removed by `horae dev down`)"
+        )
     admin = stack.kafka.admin if stack.kafka is not None else None
-    if admin is not None:  # the broker authenticates; Horae on this machine uses its admin
+    connection = stack.kafka_connection()
+    if admin is not None and connection is not None:  # Horae on this machine uses its admin
+        use_connection(connection)  # the stack's transport (TLS or not) for what follows
         try:
             roles = provision_roles(
                 stack.endpoints.kafka_bootstrap,

@@ -23,6 +23,7 @@ from horae.cli.common import settings_from_args
 from horae.contracts.codec import set_wire_mode, use_schema_registry
 from horae.contracts.memo import set_ingest_memo
 from horae.devstack import StackError
+from horae.kafka.connection import KafkaConnection, use_connection
 from horae.settings import Settings, get_settings
 from horae.streams.planner.index import set_planner_index
 
@@ -49,6 +50,7 @@ def configure_process(settings: Settings) -> None:
     set_planner_index(settings.planner.index)
     use_schema_registry(settings.schema_registry_url)
     failpoints.arm(settings.failpoints)
+    use_connection(KafkaConnection.from_settings(settings))  # every client of the process
 
 
 def _invalid(exc: ValidationError) -> str:
@@ -69,7 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as exc:
         print(f"horae {args.command}: {_invalid(exc)}", file=sys.stderr)
         return 2
-    configure_process(settings)
+    try:
+        configure_process(settings)
+    except ValueError as exc:  # a connection the settings cannot make (SASL_SSL and no user)
+        print(f"horae {args.command}: invalid settings: {exc}", file=sys.stderr)
+        return 2
     try:
         code: int = func(settings, args)
     except KeyboardInterrupt:

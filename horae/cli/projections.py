@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from horae.cli.common import (
     add_flags,
+    drain_s,
     require_services,
     serve_metrics,
     setup_logging,
@@ -33,8 +34,6 @@ from horae.cli.common import (
 from horae.devstack import StackError
 from horae.settings import Settings
 
-#: a stopping projector ends its batch (one database transaction) and leaves its group
-DRAIN_S = 10.0
 
 if TYPE_CHECKING:
     from horae.projections.projector import ProjectorConfig
@@ -73,14 +72,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def database_urls(settings: Settings, owner: str) -> DatabaseUrls:
     """The URL of each role: the configured ones, else ``owner``'s database as the default
-    roles."""
+    roles; each with the settings' ``database_sslmode`` and ``database_ssl_ca_file``."""
+    from horae.database import with_tls
     from horae.projections.roles import DatabaseUrls
 
+    def tls(url: str | None) -> str | None:
+        if url is None:
+            return None
+        return with_tls(url, settings.database_sslmode, settings.database_ssl_ca_file)
+
     return DatabaseUrls.resolve(
-        owner,
-        settings.projector_database_url,
-        settings.reader_database_url,
-        settings.api_database_url,
+        str(tls(owner)),
+        tls(settings.projector_database_url),
+        tls(settings.reader_database_url),
+        tls(settings.api_database_url),
     )
 
 
@@ -152,7 +157,7 @@ def run_projector(settings: Settings, args: argparse.Namespace) -> int:
     metrics = ProjectionMetrics()
     serve_metrics(mine.metrics_port, metrics.registry)
     stop = threading.Event()
-    stop_on_signals(stop, DRAIN_S)
+    stop_on_signals(stop, drain_s("projector", settings))
     projector = Projector(config, metrics)
     logging.getLogger(__name__).info(
         "projecting %s* into schema %s", config.topic_prefix, config.schema

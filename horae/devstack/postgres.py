@@ -4,6 +4,11 @@ Never the machine's system cluster: ``initdb`` creates ``<state_dir>/postgres/da
 ``pg_ctl`` runs it on 127.0.0.1:<port> with its socket in the data folder. As root, the server
 packages are installed when missing, and initdb/pg_ctl run as the ``postgres`` user (initdb
 refuses root), so the folder is handed to that user.
+
+On TLS (``tls``: the local CA's :class:`~horae.devstack.tls.Material`), the server runs with
+``ssl=on`` and the CA's server certificate (its key copied into the cluster's home, mode 0600,
+owned by the server's user, as PostgreSQL demands), and :attr:`PostgresCluster.url` asks for
+``sslmode=verify-full`` against that CA.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 from horae.devstack import StackError
 from horae.devstack.probe import database_healthy
 from horae.devstack.procs import port_open, require_free, tail, wait_until
+from horae.devstack.tls import Material
 
 DB_USER = "horae"
 DB_NAME = "horae"
@@ -57,6 +63,7 @@ class PostgresCluster:
     home: Path
     port: int
     fsync: bool = False  # the dev stack trades durability for speed; bench/compare.py does not
+    tls: Material | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -68,7 +75,23 @@ class PostgresCluster:
 
     @property
     def url(self) -> str:
-        return f"postgresql://{DB_USER}@127.0.0.1:{self.port}/{DB_NAME}"
+        return self._url(DB_NAME)
+
+    def _url(self, database: str) -> str:
+        url = f"postgresql://{DB_USER}@127.0.0.1:{self.port}/{database}"
+        if self.tls is not None:
+            url += f"?sslmode=verify-full&sslrootcert={self.tls.ca}"
+        return url
+
+    def _ssl_options(self) -> str:
+        if self.tls is None:
+            return " -c ssl=off"
+        key = self.home / "server.key"
+        shutil.copyfile(self.tls.key, key)
+        key.chmod(0o600)
+        if os.geteuid() == 0:
+            shutil.chown(key, "postgres", "postgres")
+        return f" -c ssl=on -c ssl_cert_file={self.tls.cert} -c ssl_key_file={key}"
 
     def _run(self, bindir: Path, *args: str) -> subprocess.CompletedProcess[str]:
         cmd = [str(bindir / args[0]), *args[1:]]
@@ -124,7 +147,7 @@ class PostgresCluster:
             opts = (
                 f"-p {self.port} -k {self.data_dir} -c listen_addresses=127.0.0.1 "
                 f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=200"
-            )
+            ) + self._ssl_options()
             proc = self._run(
                 bindir,
                 "pg_ctl",
@@ -148,7 +171,7 @@ class PostgresCluster:
     def _create_database(self) -> None:
         import psycopg
 
-        admin = f"postgresql://{DB_USER}@127.0.0.1:{self.port}/postgres"
+        admin = self._url("postgres")
         with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
             exists = conn.execute("select 1 from pg_database where datname = %s", (DB_NAME,))
             if exists.fetchone() is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 
 from horae.kafka.config import KafkaCredentials, client_config
+from horae.kafka.connection import KafkaConnection
 
 
 def _any_reachable(bootstrap: str) -> bool:
@@ -25,22 +26,29 @@ def kafka_healthy(
     timeout_s: float = 3.0,
     *,
     authenticate: bool = True,
+    connection: KafkaConnection | None = None,
+    brokers: int = 1,
 ) -> bool:
-    """True when the broker answers a metadata request (as ``credentials``, default: the
-    settings' user; ``authenticate=False``: without any)."""
+    """True when the broker answers a metadata request naming at least ``brokers`` brokers
+    (on ``connection``, default: the process's; as ``credentials``, default: the connection's
+    user; ``authenticate=False``: without any)."""
     if not bootstrap or not _any_reachable(bootstrap):
         return False
     from confluent_kafka.admin import AdminClient
 
     try:
         config = client_config(
-            bootstrap, {"log_level": 0}, credentials=credentials, authenticate=authenticate
+            bootstrap,
+            {"log_level": 0},
+            credentials=credentials,
+            authenticate=authenticate,
+            connection=connection,
         )
         admin = AdminClient(config)
         meta = admin.list_topics(timeout=timeout_s)
     except Exception:
         return False
-    return bool(meta.brokers)
+    return len(meta.brokers) >= brokers
 
 
 def database_healthy(url: str, timeout_s: int = 3) -> bool:

@@ -1,12 +1,12 @@
 """The one place that builds a Kafka client config (producer, consumer or admin).
 
 Every Horae process, tool and test gets its client settings from :func:`client_config`: the
-bootstrap servers and, when credentials are known, ``SASL_PLAINTEXT`` with ``SCRAM-SHA-512`` under
-that user. Credentials come from the caller, or else from the settings
-(``HORAE_KAFKA_USERNAME`` / ``HORAE_KAFKA_PASSWORD``, so each process role runs as the principal
-its environment names; with no user set and ``HORAE_KAFKA_BOOTSTRAP`` unset or the local stack's
-address, the local stack's admin, once ``horae dev up`` made one); none at all: a plaintext
-client, for brokers without authentication.
+bootstrap servers on the process's :class:`~horae.kafka.connection.KafkaConnection` (its
+security protocol, SASL login and TLS files; built once from the settings at start, see
+:mod:`horae.kafka.connection`), or on a connection the caller hands in. Credentials passed by
+the caller replace the connection's login and keep its transport: on a TLS connection they log
+in with ``SASL_SSL``, else ``SASL_PLAINTEXT``. No login at all (``authenticate=False``, or no user
+known): a ``PLAINTEXT`` or ``SSL`` client.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SCRAM = "SCRAM-SHA-512"
+from horae.kafka.connection import SCRAM, KafkaConnection, process_connection
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,11 @@ class KafkaCredentials:
     password: str = field(repr=False)
     mechanism: str = SCRAM
 
-    def config(self) -> dict[str, str]:
+    def config(self, protocol: str = "SASL_PLAINTEXT") -> dict[str, str]:
+        """The SASL properties of this login (``protocol``: ``SASL_PLAINTEXT`` or
+        ``SASL_SSL``; a TLS connection needs its CA too: :meth:`KafkaConnection.config`)."""
         return {
-            "security.protocol": "SASL_PLAINTEXT",
+            "security.protocol": protocol,
             "sasl.mechanisms": self.mechanism,
             "sasl.username": self.username,
             "sasl.password": self.password,
@@ -36,22 +38,9 @@ class KafkaCredentials:
 
 
 def settings_credentials() -> KafkaCredentials | None:
-    """The credentials the settings name (``HORAE_KAFKA_USERNAME`` / ``HORAE_KAFKA_PASSWORD``),
-    or None when no user is set."""
-    from horae.settings import Settings
-
-    settings = Settings()
-    if settings.kafka_username is None:
-        local = f"127.0.0.1:{settings.dev.kafka_port}"
-        if settings.kafka_bootstrap in (None, local):  # the local stack: its admin, if it has one
-            path = settings.state_dir / "kafka" / "admin.password"
-            if path.exists():
-                return KafkaCredentials("admin", path.read_text().strip())
-        return None
-    password = settings.kafka_password
-    return KafkaCredentials(
-        settings.kafka_username, password.get_secret_value() if password is not None else ""
-    )
+    """The login of the process's connection (the settings' ``HORAE_KAFKA_USERNAME`` /
+    ``HORAE_KAFKA_PASSWORD``, or the local stack's admin), or None when no user is known."""
+    return process_connection().credentials()
 
 
 def client_config(
@@ -60,16 +49,14 @@ def client_config(
     *,
     credentials: KafkaCredentials | None = None,
     authenticate: bool = True,
+    connection: KafkaConnection | None = None,
 ) -> dict[str, Any]:
-    """The config of a client of ``bootstrap``, authenticated as ``credentials`` (default: the
-    settings' user, if any; none at all with ``authenticate=False``), with the librdkafka
-    properties of ``extra`` on top."""
-    creds = None
-    if authenticate:
-        creds = credentials if credentials is not None else settings_credentials()
-    config: dict[str, Any] = {"bootstrap.servers": bootstrap}
-    if creds is not None:
-        config.update(creds.config())
-    if extra:
-        config.update(extra)
-    return config
+    """The config of a client of ``bootstrap`` on ``connection`` (default: the process's),
+    logged in as ``credentials`` (default: the connection's user, if any; none at all with
+    ``authenticate=False``), with the librdkafka properties of ``extra`` on top."""
+    conn = (connection or process_connection()).at(bootstrap)
+    if not authenticate:
+        conn = conn.anonymous()
+    elif credentials is not None:
+        conn = conn.as_user(credentials)
+    return conn.config(extra)

@@ -13,6 +13,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from horae.kafka.config import KafkaCredentials, client_config
+from horae.kafka.connection import KafkaConnection
 
 ITERATIONS = 8192
 TIMEOUT_S = 30.0
@@ -23,13 +24,19 @@ def new_password() -> str:
 
 
 def upsert_scram_users(
-    bootstrap: str, admin: KafkaCredentials | None, users: Mapping[str, str]
+    bootstrap: str,
+    admin: KafkaCredentials | None,
+    users: Mapping[str, str],
+    *,
+    connection: KafkaConnection | None = None,
 ) -> None:
     """Create or replace the SCRAM-SHA-512 credential of each ``user -> password``, as
-    ``admin`` (default: the settings' user); raise the broker's error on any failure."""
+    ``admin`` (default: the settings' user) on ``connection`` (default: the process's); raise
+    the broker's error on any failure."""
     if not users:
         return
-    client = AdminClient(client_config(bootstrap, {"log_level": 3}, credentials=admin))
+    config = client_config(bootstrap, {"log_level": 3}, credentials=admin, connection=connection)
+    client = AdminClient(config)
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, ITERATIONS)
     upserts = [
         UserScramCredentialUpsertion(user, info, password.encode())

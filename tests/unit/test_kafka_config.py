@@ -10,6 +10,8 @@ from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceTyp
 
 from horae.kafka.acls import ROLES, role_bindings, tenant_bindings, tenant_principal
 from horae.kafka.config import KafkaCredentials, client_config
+from horae.kafka.connection import KafkaConnection, process_connection, use_connection
+from horae.settings import Settings
 
 
 @pytest.fixture(autouse=True)
@@ -17,6 +19,7 @@ def no_horae_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in [n for n in os.environ if n.startswith("HORAE_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("HORAE_STATE_DIR", str(tmp_path / "state"))
+    use_connection(None)
 
 
 def test_credentials_turn_on_sasl_scram() -> None:
@@ -55,6 +58,95 @@ def test_the_local_stack_admin_is_found(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert client_config("h:1")["sasl.username"] == "admin"
     monkeypatch.setenv("HORAE_KAFKA_BOOTSTRAP", "kafka.example:9092")  # another broker: not sent
     assert "sasl.username" not in client_config("h:1")
+
+
+def test_sasl_ssl_with_a_ca_maps_to_librdkafka(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HORAE_KAFKA_BOOTSTRAP", "k1:9093,k2:9093")
+    monkeypatch.setenv("HORAE_KAFKA_USERNAME", "planner")
+    monkeypatch.setenv("HORAE_KAFKA_PASSWORD", "pw")
+    monkeypatch.setenv("HORAE_KAFKA_SSL_CA_FILE", "/etc/horae/ca.pem")
+    conn = KafkaConnection.from_settings(Settings())
+    assert conn.security_protocol == "SASL_SSL"  # a CA and a user: SASL over TLS by default
+    assert "pw" not in repr(conn)
+    assert conn.config({"acks": "all"}) == {
+        "bootstrap.servers": "k1:9093,k2:9093",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": "planner",
+        "sasl.password": "pw",
+        "ssl.ca.location": "/etc/horae/ca.pem",
+        "acks": "all",
+    }
+
+
+def test_mutual_tls_needs_no_sasl(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HORAE_KAFKA_BOOTSTRAP", "k:9093")
+    monkeypatch.setenv("HORAE_KAFKA_SECURITY_PROTOCOL", "SSL")
+    monkeypatch.setenv("HORAE_KAFKA_USERNAME", "ignored")  # SSL: the certificate is the principal
+    monkeypatch.setenv("HORAE_KAFKA_SSL_CA_FILE", "/ca.pem")
+    monkeypatch.setenv("HORAE_KAFKA_SSL_CERT_FILE", "/planner.pem")
+    monkeypatch.setenv("HORAE_KAFKA_SSL_KEY_FILE", "/planner.key")
+    assert KafkaConnection.from_settings(Settings()).config() == {
+        "bootstrap.servers": "k:9093",
+        "security.protocol": "SSL",
+        "ssl.ca.location": "/ca.pem",
+        "ssl.certificate.location": "/planner.pem",
+        "ssl.key.location": "/planner.key",
+    }
+
+
+def test_the_protocol_and_mechanism_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HORAE_KAFKA_BOOTSTRAP", "k:9092")
+    monkeypatch.setenv("HORAE_KAFKA_USERNAME", "u")
+    monkeypatch.setenv("HORAE_KAFKA_SASL_MECHANISM", "SCRAM-SHA-256")
+    conf = KafkaConnection.from_settings(Settings()).config()
+    assert conf["security.protocol"] == "SASL_PLAINTEXT"  # today's default with a user
+    assert (conf["sasl.mechanisms"], conf["sasl.password"]) == ("SCRAM-SHA-256", "")
+    monkeypatch.setenv("HORAE_KAFKA_SECURITY_PROTOCOL", "SASL_SSL")  # the system's CAs
+    conf = KafkaConnection.from_settings(Settings()).config()
+    assert conf["security.protocol"] == "SASL_SSL" and "ssl.ca.location" not in conf
+
+
+def test_impossible_connections_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="needs a SASL user"):
+        KafkaConnection("k:1", security_protocol="SASL_SSL")
+    with pytest.raises(ValueError, match="needs its key"):
+        KafkaConnection("k:1", security_protocol="SSL", ssl_cert_file=Path("/c.pem"))
+    with pytest.raises(ValueError, match="has no TLS"):
+        KafkaConnection("k:1", ssl_ca_file=Path("/ca.pem"))
+
+
+def test_credentials_keep_the_connections_transport() -> None:
+    tls = KafkaConnection("k:1", security_protocol="SSL", ssl_ca_file=Path("/ca.pem"))
+    conf = client_config("k:2", credentials=KafkaCredentials("admin", "pw"), connection=tls)
+    assert conf["bootstrap.servers"] == "k:2"
+    assert (conf["security.protocol"], conf["ssl.ca.location"]) == ("SASL_SSL", "/ca.pem")
+    conf = client_config("k:2", connection=tls.as_user(KafkaCredentials("a", "b")))
+    assert conf["sasl.username"] == "a"
+    anonymous = client_config(
+        "k:2", authenticate=False, connection=tls.as_user(KafkaCredentials("a", "b"))
+    )
+    assert anonymous["security.protocol"] == "SSL" and "sasl.username" not in anonymous
+
+
+def test_the_installed_connection_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HORAE_KAFKA_USERNAME", "planner")
+    use_connection(KafkaConnection.from_settings(Settings()))
+    monkeypatch.setenv("HORAE_KAFKA_USERNAME", "changed")  # the environment is not read again
+    assert client_config("h:1")["sasl.username"] == "planner"
+    assert process_connection("h:2").bootstrap == "h:2"
+    use_connection(None)
+    assert client_config("h:1")["sasl.username"] == "changed"
+
+
+def test_the_local_tls_stack_is_found(tmp_path: Path) -> None:
+    (tmp_path / "state" / "kafka").mkdir(parents=True)
+    (tmp_path / "state" / "kafka" / "admin.password").write_text("pw\n")
+    (tmp_path / "state" / "tls").mkdir()
+    (tmp_path / "state" / "tls" / "ca.pem").write_text("")
+    conf = client_config("127.0.0.1:19092")
+    assert conf["security.protocol"] == "SASL_SSL"
+    assert conf["ssl.ca.location"] == str(tmp_path / "state" / "tls" / "ca.pem")
 
 
 def _grants(bindings: list[object]) -> set[tuple[str, str, str, str]]:

@@ -35,6 +35,7 @@ from horae.cli.common import ensure_topics
 from horae.cli.projections import migrate_live
 from horae.client import HoraeClient
 from horae.contracts import events as ev
+from horae.devstack.kafka import KafkaNode
 from horae.devstack.procs import alive, port_open, wait_until
 from horae.devstack.stack import LocalStack
 from horae.kafka.acls import provision_roles
@@ -167,7 +168,7 @@ class Soak:
             dev=DevSettings(kafka_port=kport, kafka_controller_port=cport, postgres_port=pport),
         )
         self.stack = LocalStack.from_settings(self.settings, state_dir=workdir / "stack")
-        assert self.stack.kafka is not None and self.stack.postgres is not None
+        assert isinstance(self.stack.kafka, KafkaNode) and self.stack.postgres is not None
         self.kafka, self.postgres = self.stack.kafka, self.stack.postgres
         self.bootstrap = self.stack.endpoints.kafka_bootstrap
         self.database_url = self.stack.endpoints.database_url
