@@ -144,6 +144,17 @@ def ensure_topics(settings: Settings, bootstrap: str, tenants: tuple[str, ...] =
 
 #: what a stopping process may take, after its drain, to commit, leave its group and close
 STOP_GRACE_S = 10.0
+#: how long each process drains after SIGTERM: the planner ends its iteration (decisions, one
+#: commit), the projector its batch (one database transaction), the API its requests; the
+#: dispatcher's in-flight sends finish within their attempt deadline (:func:`drain_s`)
+DRAIN_S = {"planner": 10.0, "projector": 10.0, "api": 5.0}
+
+
+def drain_s(process: str, settings: Settings) -> float:
+    """How long ``process`` drains after SIGTERM (see :data:`DRAIN_S`)."""
+    if process == "dispatcher":
+        return settings.dispatcher.deadline_s + 1
+    return DRAIN_S[process]
 
 
 def stop_on_signals(stop: threading.Event, drain_s: float, grace_s: float = STOP_GRACE_S) -> None:

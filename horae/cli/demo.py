@@ -50,7 +50,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from pydantic import SecretStr
 
 from horae.api.auth import issue
-from horae.cli.common import add_flags, ensure_topics, require_services
+from horae.cli.common import add_flags, drain_s, ensure_topics, require_services
 from horae.cli.demo_receiver import DemoReceiver
 from horae.cli.demo_supervisor import Supervisor
 from horae.cli.projections import migrate_live
@@ -72,8 +72,6 @@ LEFTOVER_ID = re.compile(r"heartbeat-[0-9a-f]{6}(-hook)?")
 MAX_RESTARTS = 5  # within a minute, per process; one more exit stops the demo
 CONFIRM_S = 5.0  # how long a stop waits for the read model to show the deletions
 CLOSE_S = 5.0  # how long a stop waits for the demo's own Kafka clients to close
-#: how long each process may take to drain after SIGTERM (the dispatcher: its attempt deadline)
-DRAIN_S = {"planner": 10.0, "projector": 10.0, "api": 5.0}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -109,7 +107,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     supervisor = Supervisor(
         names,
         lambda name: env | principals.get(name, {}),
-        {**DRAIN_S, "dispatcher": settings.dispatcher.deadline_s},
+        {name: drain_s(name, settings) for name in names},
         once=("api",),
         max_restarts=MAX_RESTARTS,
         show_kafka_logs=settings.demo.kafka_logs,

@@ -29,9 +29,13 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import IO
 
+from horae.cli import common
+
 #: a log line librdkafka prints itself: %<level>|<unix time>|<facility>|<client name>| ...
 KAFKA_LOG_LINE = re.compile(rb"^%\d\|\d+\.\d+\|[A-Z0-9_]+\|")
-STOP_GRACE_S = 5.0  # after a process's drain deadline, before it is made to stop
+#: after a process's drain deadline, before it is made to stop: longer than the process's own
+#: bound (:func:`horae.cli.common.stop_on_signals`), which ends it with its threads' stacks first
+STOP_GRACE_S = common.STOP_GRACE_S + 2.0
 ABORT_WAIT_S = 2.0  # after SIGABRT (its stacks printed), before SIGKILL
 
 

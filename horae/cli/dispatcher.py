@@ -22,6 +22,7 @@ import threading
 
 from horae.cli.common import (
     add_flags,
+    drain_s,
     ensure_topics,
     require_services,
     serve_metrics,
@@ -63,7 +64,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     )
     serve_metrics(mine.metrics_port, dispatcher.metrics.registry)
     stop = threading.Event()
-    stop_on_signals(stop, mine.deadline_s + 1)  # in-flight sends finish within their deadline
+    stop_on_signals(stop, drain_s("dispatcher", settings))
     dispatcher.run(stop)
     return 0
 

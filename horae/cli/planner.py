@@ -7,6 +7,7 @@ import threading
 
 from horae.cli.common import (
     add_flags,
+    drain_s,
     ensure_topics,
     require_services,
     serve_metrics,
@@ -17,9 +18,6 @@ from horae.settings import Settings
 from horae.streams.planner.clock import ensure_clock_topic
 from horae.streams.planner.rebuild import FreezeAfterRebuild
 from horae.streams.planner.worker import Planner, PlannerConfig
-
-#: a stopping planner ends its iteration (decisions, one commit) and leaves its group
-DRAIN_S = 10.0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,6 +50,6 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     planner = Planner(config, gc=FreezeAfterRebuild())
     serve_metrics(mine.metrics_port, planner.metrics.registry)
     stop = threading.Event()
-    stop_on_signals(stop, DRAIN_S)
+    stop_on_signals(stop, drain_s("planner", settings))
     planner.run(stop)
     return 0

@@ -34,7 +34,6 @@ from horae.cli.common import (
 from horae.devstack import StackError
 from horae.settings import Settings
 
-
 if TYPE_CHECKING:
     from horae.projections.projector import ProjectorConfig
     from horae.projections.roles import DatabaseUrls
