@@ -9,6 +9,10 @@ other ``ValueError`` refusing the request itself — is no transport failure and
 same way on every attempt: it is reported as not sent (``not_sent`` ``unsendable``, the cause
 naming the part and why), which concludes the fire ``failed`` with its attempt record, outcome,
 ``schedule.failed`` event and a DLQ entry, and the lane partition moves on.
+
+An attempt that crashes inside the dispatcher (any other exception out of the send path) is
+tried again by the worker a few times; the last time, :func:`crashed` reports it the same way,
+its cause naming the exception (``unsendable: dispatcher error on 3 tries: ...``).
 """
 
 from __future__ import annotations
@@ -85,6 +89,13 @@ async def attempt_once(
         log.warning("%s cannot be sent, failing the fire: %s", fire.fire_key, cause)
         return Sent(None, started_ms, int(clock.now() * 1000), cause, UNSENDABLE)
     return Sent(result, started_ms, int(clock.now() * 1000))
+
+
+def crashed(exc: Exception, tries: int, started_ms: int, ended_ms: int) -> Sent:
+    """What an attempt that crashed inside the dispatcher on its ``tries``-th try reports: not
+    sent, ``unsendable``, the exception as its cause (it would fail the same way again)."""
+    cause = f"unsendable: dispatcher error on {tries} tries: {type(exc).__name__}: {exc}"
+    return Sent(None, started_ms, max(started_ms, ended_ms), cause[:2000], UNSENDABLE)
 
 
 def unsendable_cause(exc: ValueError) -> str:

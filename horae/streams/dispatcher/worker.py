@@ -16,7 +16,13 @@
 4. a cancel marker (the planner replaced a fire, overlap ``replace``): the fire's first attempt,
    if still held (waiting for ``not_before`` or for a slot), is dropped unsent and concluded
    ``cancelled`` (:func:`~.conclude.cancelled`); a fire already sent, or retrying, runs to its end;
-5. optional: the outcome-callback server (:mod:`.callback`) on ``callback_port``; its Kafka
+5. an attempt that crashes inside the dispatcher (an exception out of the send path that is no
+   delivery failure: a bug, an odd order) is tried again ``RETRY_INTERNAL_S`` later, the same
+   order; after ``INTERNAL_TRIES`` crashes of one fire key its fire fails as an unsendable
+   order does (:func:`~.deliver.crashed`): an attempt record (``not_sent`` ``unsendable``, the
+   cause naming the exception), a ``failed`` outcome, ``schedule.failed`` and a DLQ entry,
+   committed with the lane offset, so the lane partition moves on;
+6. optional: the outcome-callback server (:mod:`.callback`) on ``callback_port``; its Kafka
    writer is built off the loop before the server starts.
 
 Guarantee: at-least-once. A fire whose order is committed on a lane is sent until it is terminal,
@@ -41,15 +47,17 @@ from horae.ports import SYSTEM_CLOCK, Clock, Resolver
 from horae.ports import HttpSender as HttpSenderPort
 from horae.streams.dispatcher.admission import Admission, lane_class
 from horae.streams.dispatcher.callback import CallbackHandler, OutcomeWriter, start_callback_server
-from horae.streams.dispatcher.conclude import cancelled, conclude
+from horae.streams.dispatcher.conclude import H_DLQ_CAUSE, Conclusion, cancelled, conclude
 from horae.streams.dispatcher.config import DispatcherConfig
-from horae.streams.dispatcher.deliver import attempt_once
+from horae.streams.dispatcher.deliver import attempt_once, crashed
 from horae.streams.dispatcher.metrics import GAUGE_EVERY_S, DispatcherMetrics, target_class
 from horae.streams.dispatcher.pump import Finished, Item, Pump
+from horae.streams.dispatcher.records import Verdict
 
 log = logging.getLogger(__name__)
 _RETRY = ev.Lane.RETRY
 RETRY_INTERNAL_S = 5.0  # an attempt that crashed inside the dispatcher is tried again after this
+INTERNAL_TRIES = 3  # crashes of one fire key after which its fire fails (see the docstring)
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
@@ -118,6 +126,7 @@ class Dispatcher:
         self._tasks: set[asyncio.Task[None]] = set()
         self._sending = False  # True while the loop starts sends (False again on stop)
         self._gauges_at = 0.0  # monotonic time of the next gauge refresh
+        self._crashes: dict[str, int] = {}  # fire key -> attempts that crashed in a row
         self.router = Router(config.prefix)
         self.pump = Pump(
             config,
@@ -263,6 +272,7 @@ class Dispatcher:
 
     async def _send(self, item: Item, tenant: str) -> None:
         sending = True
+        started_ms = int(self.clock.now() * 1000)
         try:
             order = item.order
             sent = await attempt_once(order, self.config, self.sender, self.clock)
@@ -278,13 +288,51 @@ class Dispatcher:
             if order.attempt == 1 and item.carried.budget_base == 0:
                 scheduled = order.fire.scheduled_at.timestamp()
                 self.metrics.lateness.observe(max(0.0, sent.started_ms / 1000 - scheduled))
+            if self._crashes:
+                self._crashes.pop(order.fire.fire_key, None)
             self.pump.finish(Finished(item, conclusion))
-        except Exception:  # a bug, not a delivery failure: never lose the order
-            log.exception("attempt of %s crashed; trying again later", item.order.fire.fire_key)
-            self._hold_later(item)
+        except Exception as exc:  # a bug, not a delivery failure: never lose the order
+            self._crashed(item, exc, started_ms)
         finally:
             if sending:
                 self._sent(tenant)
+
+    def _crashed(self, item: Item, exc: Exception, started_ms: int) -> None:
+        """An attempt of ``item`` crashed: tried again later, or, the ``INTERNAL_TRIES``-th time
+        for its fire key, its fire failed with the cause (see the module docstring)."""
+        order = item.order
+        key = order.fire.fire_key
+        tries = self._crashes.get(key, 0) + 1
+        if tries < INTERNAL_TRIES:
+            self._crashes[key] = tries
+            log.exception("attempt of %s crashed (%d of %d); trying again in %.0f s",
+                          key, tries, INTERNAL_TRIES, RETRY_INTERNAL_S)  # fmt: skip
+            self._hold_later(item)
+            return
+        self._crashes.pop(key, None)
+        log.exception("attempt of %s crashed %d times; failing its fire", key, tries)
+        sent = crashed(exc, tries, started_ms, int(self.clock.now() * 1000))
+        assert sent.error is not None
+        try:
+            conclusion = conclude(order, item.carried, sent, self.router, item.partition)
+        except Exception:  # the conclusion itself fails on this order: its dead letter alone
+            log.exception("the records of %s cannot be built; only its order is dead-lettered", key)
+            conclusion = self._dead_letter(item, sent.error)
+        self.metrics.attempt("not_sent", target_class(None))
+        self.pump.finish(Finished(item, conclusion))
+
+    def _dead_letter(self, item: Item, cause: str) -> Conclusion:
+        """The last resort for an order no record can be built of: the order on the DLQ (with
+        the cause) if even that can be built, else nothing; either way its offset is committed."""
+        headers = [*item.carried.to_headers(), (H_DLQ_CAUSE, f"failed: {cause}"[:500].encode())]
+        try:
+            emit = self.router.emit(item.order, item.partition, topic=Topic.DLQ, headers=headers)
+        except Exception:
+            log.exception(
+                "%s cannot be dead-lettered either; its offset moves on", item.order.fire.fire_key
+            )
+            return Conclusion(Verdict.FAILED, [], cause)
+        return Conclusion(Verdict.FAILED, [emit], cause)
 
     def _sent(self, tenant: str) -> None:
         """A send of ``tenant`` ended: its slot goes to the next ready order."""
