@@ -27,7 +27,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from horae.cli.common import add_flags, require_services, setup_logging
+from horae.cli.common import add_flags, drain_s, require_services, setup_logging
 from horae.settings import Settings
 
 if TYPE_CHECKING:
@@ -130,6 +130,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         access_log=False,
         ssl_certfile=api.tls_cert_file,
         ssl_keyfile=api.tls_key_file,
+        timeout_graceful_shutdown=int(drain_s("api", settings)),  # open requests are cut then
     )
     if settings.api.workers == 1:
         uvicorn.Server(config).run()
