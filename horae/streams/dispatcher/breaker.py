@@ -107,15 +107,25 @@ def trip_outputs(
         )
     else:
         out.append(pause_command(fire, cause, platform_key_id, platform_key, now, command_ttl_s))
-    out.append(breaker_event(fire.tenant, fire.trigger_id, fire.trigger_version, cause, now))
+    out.append(
+        breaker_event(
+            fire.tenant, fire.trigger_id, fire.trigger_version, cause, now, fire.tzdata_version
+        )
+    )
     log.warning("breaker tripped: %s/%s paused (%s)", fire.tenant, fire.trigger_id, cause)
     return out
 
 
 def breaker_event(
-    tenant: str, trigger_id: str, version: int, cause: str, now: datetime
+    tenant: str,
+    trigger_id: str,
+    version: int,
+    cause: str,
+    now: datetime,
+    tzdata: str | None = None,
 ) -> ev.ScheduleEvent:
-    """``schedule.failed`` about the trigger itself: the breaker tripped."""
+    """``schedule.failed`` about the trigger itself: the breaker tripped; ``tzdata``: the
+    release of the fire that tripped it (its fire record's)."""
     return ev.ScheduleEvent(
         event_id=event_id("breaker", tenant, trigger_id, version, cause),
         type=ev.ScheduleEventType.FAILED.value,
@@ -124,4 +134,5 @@ def breaker_event(
         emitted_at=now,
         trigger_version=version,
         cause=cause,
+        tzdata_version=tzdata,
     )

@@ -830,6 +830,7 @@ class Decider:
             running_lane=flight.running_lane,
             buffered_fire_key=flight.buffered,
             buffered_lane=flight.buffered_lane,
+            tzdata_version=entry.schedule.tzdata,
         )
 
     def tenant_state_output(
@@ -883,7 +884,12 @@ class Decider:
         return entry
 
     def tzdata_change(
-        self, partition: int, entry: TriggerEntry, state: ev.PlannerState, now: float
+        self,
+        partition: int,
+        entry: TriggerEntry,
+        state: ev.PlannerState,
+        now: float,
+        flight: Flight | None = None,
     ) -> list[Emit]:
         """What a trigger restored from ``state`` owes the log when ``state`` was decided with
         another tzdata release than this planner's (an upgrade, or any change): its next instant
@@ -891,9 +897,10 @@ class Decider:
         release, and that instant governs); if it moved, ``schedule.recomputed`` says from what
         to what, with a state recording the current release. Nothing when it did not move (the
         next state written records the release), when the releases agree, or when ``state``
-        predates PlannerState v4 (no release recorded)."""
+        predates PlannerState v4 (no release recorded). ``flight``: its fires in flight, restored
+        from ``state`` (:meth:`restore_flight`), which the new state keeps."""
         old = None if state.next_instant is None else int(state.next_instant.timestamp())
-        return self._moved(partition, entry, state.tzdata_version, old, now)
+        return self._moved(partition, entry, state.tzdata_version, old, now, flight)
 
     def recompute(
         self,

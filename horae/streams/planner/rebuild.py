@@ -154,7 +154,8 @@ def rebuild_partition(
         if planner_state.running_fire_key or planner_state.buffered_fire_key:  # overlap
             decider.restore_flight(index, key, entry, planner_state)
         index.put(key, entry)
-        index.pending += decider.tzdata_change(partition, entry, planner_state, now)
+        flight = index.flights.get(key) if index.flights else None
+        index.pending += decider.tzdata_change(partition, entry, planner_state, now, flight)
         count += 1
         if count % SETTLE_EVERY == 0:
             index.settle()

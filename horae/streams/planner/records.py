@@ -152,7 +152,7 @@ def fire_event(
     kind: ev.ScheduleEventType,
 ) -> Emit:
     """A tenant-facing event about one decided instant not handed over (an overlap skip, a
-    replaced fire): its fire key, instant and cause."""
+    replaced fire): its fire key, instant, cause and the fire's tzdata release."""
     event = ev.ScheduleEvent(
         event_id=event_id(kind.value, fire.fire_key),
         type=kind.value,
@@ -166,6 +166,7 @@ def fire_event(
         scheduled_at=fire.scheduled_at,
         due_at=fire.due_at,
         cause=fire.cause,
+        tzdata_version=fire.tzdata_version,
     )
     return router.emit(event, partition)
 

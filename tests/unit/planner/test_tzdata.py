@@ -4,6 +4,8 @@ recomputed instant governs (on the in-memory log and a virtual clock)."""
 
 from __future__ import annotations
 
+import pytest
+
 from horae.contracts import events as ev
 from horae.contracts.topics import Topic
 from horae.domain.tzdb import tzdata_version
@@ -23,22 +25,70 @@ def _events(rig: Rig) -> list[ev.ScheduleEvent]:
     return rig.read(Topic.SCHEDULE_EVENTS, ev.ScheduleEvent)
 
 
-def test_every_fire_state_and_event_carries_the_release(rig: Rig) -> None:
-    rig.put(definition("h", "0 * * * *"))
+#: what each overlap policy writes when an instant comes while the fire before it runs
+OVERLAP_EVENTS = {
+    ev.Overlap.ALLOW: set(),
+    ev.Overlap.SKIP: {"schedule.skipped"},
+    ev.Overlap.BUFFER_ONE: set(),
+    ev.Overlap.REPLACE: {"schedule.replaced"},
+}
+OVERLAP_STATES = {
+    ev.Overlap.ALLOW: {ev.FireState.FIRED},
+    ev.Overlap.SKIP: {ev.FireState.FIRED, ev.FireState.SKIPPED},
+    ev.Overlap.BUFFER_ONE: {ev.FireState.FIRED},
+    ev.Overlap.REPLACE: {ev.FireState.FIRED, ev.FireState.REPLACED},
+}
+
+
+@pytest.mark.parametrize("overlap", list(ev.Overlap))
+def test_every_fire_state_and_event_carries_the_release(rig: Rig, overlap: ev.Overlap) -> None:
+    """Every overlap policy's path (a fire running when the next instant comes: skipped,
+    buffered, replaced), a manual run, a pause and a resume: every fire record, state record and
+    event names the release."""
+    rig.put(definition("h", "0 * * * *", policies=ev.Policies(overlap=overlap)))
     rig.step()
-    rig.step(HOUR + 1)
+    rig.step(HOUR + 1)  # the first instant fires; no outcome: it runs on
+    rig.step(HOUR)  # the next one while it runs
+    rig.step(31)  # past the running fire's deadline + attempt time: a buffered fire is released
     now = rig.clock.now()
     rig.send(command("h", ev.CommandKind.MANUAL_RUN, now))
     rig.send(command("h", ev.CommandKind.PAUSE, now))
     rig.step()
     rig.send(command("h", ev.CommandKind.RESUME, now + 1))
     rig.step(1)
-    assert {f.tzdata_version for f in rig.fires()} == {SYSTEM}
-    assert {f.origin for f in rig.fires()} == {ev.Origin.SCHEDULED, ev.Origin.MANUAL}
-    assert {s.tzdata_version for s in _states(rig)} == {SYSTEM}
+    fires = rig.fires()
+    assert {f.state for f in fires} == OVERLAP_STATES[overlap], "each policy's path was taken"
+    assert {f.tzdata_version for f in fires} == {SYSTEM}
+    assert {f.origin for f in fires} == {ev.Origin.SCHEDULED, ev.Origin.MANUAL}
+    states = _states(rig)
+    if overlap is not ev.Overlap.ALLOW:
+        assert any(s.running_fire_key for s in states), "states with a fire in flight"
+    assert {s.tzdata_version for s in states} == {SYSTEM}
     events = _events(rig)
     assert {e.type for e in events} >= {"schedule.paused", "schedule.resumed"}
+    assert {e.type for e in events} >= OVERLAP_EVENTS[overlap]
     assert {e.tzdata_version for e in events} == {SYSTEM}
+
+
+@pytest.mark.parametrize("overlap", [o for o in ev.Overlap if o is not ev.Overlap.ALLOW])
+def test_a_restart_on_a_new_release_recomputes_a_trigger_with_a_fire_running(
+    rig: Rig, overlap: ev.Overlap
+) -> None:
+    """A trigger whose fire is running when the planner restarts on a release that moves its
+    zone: ``schedule.recomputed`` from the release its state names."""
+    rig.put(definition("h", "0 * * * *", policies=ev.Policies(overlap=overlap)))
+    rig.step()
+    rig.step(HOUR + 1)  # fires, and runs on (no outcome)
+    state = _states(rig)[-1]
+    assert state.running_fire_key is not None and state.tzdata_version == SYSTEM
+    rig.step()
+    rig.restart(ShiftedZones("2099z", 1800))
+    rig.step()
+    recomputed = [e for e in _events(rig) if e.type == ev.ScheduleEventType.RECOMPUTED]
+    assert len(recomputed) == 1
+    assert recomputed[0].cause is not None and f"tzdata {SYSTEM} -> 2099z" in recomputed[0].cause
+    state = _states(rig)[-1]
+    assert state.tzdata_version == "2099z" and state.running_fire_key is not None
 
 
 def test_a_restart_on_a_release_that_moved_the_zone_recomputes_and_the_new_instant_governs(
