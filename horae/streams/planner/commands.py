@@ -14,14 +14,23 @@
   one without it (``no-expiry``), past it (``expired``), too far (``expiry-too-far``) or already
   applied (``replayed``: its id is in the trigger's remembered ``applied_commands``, kept in the
   planner state until they expire) is quarantined and audited, and changes nothing.
-- A manual run's fire key carries a sequence: the number of manual runs remembered at the same
-  instant, so two in the same second get distinct keys.
+- A manual run's requested time (``requested_at``, whole seconds: its fire's instant) must lie
+  within ``[now - max_ttl_s, now + MANUAL_AHEAD_S]`` of the planner's clock — a run fires now,
+  not hours ahead, and no earlier than its command's longest lifetime ago — else it is
+  quarantined ``requested-at`` and audited, and fires nothing.
+- A manual run's fire key carries a sequence: one more than the highest sequence of the manual
+  runs remembered at the same instant (0 for the first), so two in the same second get distinct
+  keys. A manual run is remembered until its command expires or its instant leaves that window,
+  whichever is later, so a run at an instant still in the window always finds the earlier runs
+  at it and never reuses their fire key.
 - Tenant suspension: a ``pause`` (suspend) or ``resume`` (lift) command with trigger id
   :data:`~horae.contracts.events.TENANT_WIDE`, role ``platform`` only, produced to every partition
   of ``commands``; each partition records it in a tenant state record (key ``<tenant>/*``).
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from horae.contracts import events as ev
 from horae.contracts import signing
@@ -42,6 +51,10 @@ BACKFILL_ROLES = (ev.Role.POLICY, ev.Role.PLATFORM)
 MAX_APPLIED = 1000  # commands remembered per trigger (or tenant) at once; more are refused
 SUSPENDED = CAUSE_SUSPENDED
 DEFAULT_MAX_TTL_S = 3600
+#: how far past the planner's clock a manual run's requested time may lie (producers' clocks)
+MANUAL_AHEAD_S = 60
+#: the quarantine cause of a manual run whose requested time is outside the window
+REQUESTED_AT = "requested-at"
 
 
 def remembered(applied: tuple[ev.AppliedCommand, ...], now: float) -> tuple[ev.AppliedCommand, ...]:
@@ -88,17 +101,39 @@ class CommandHandler:
             return "too-many-commands", f"{MAX_APPLIED} unexpired commands already remembered"
         return None
 
+    def manual_refusal(self, command: ev.Command, now: float) -> tuple[str, str] | None:
+        """``(cause, detail)`` when ``command`` is a manual run whose requested time lies
+        outside ``[now - max_ttl_s, now + MANUAL_AHEAD_S]``, else None."""
+        if command.kind is not ev.CommandKind.MANUAL_RUN:
+            return None
+        at, asked = command.requested_at.timestamp(), command.requested_at.isoformat()
+        read = utc_datetime(now).isoformat()
+        if at > now + MANUAL_AHEAD_S:
+            return REQUESTED_AT, (
+                f"requested_at {asked} is more than {MANUAL_AHEAD_S} s after {read}: a manual run "
+                "fires when it is read, it is not scheduled ahead"
+            )
+        if at < now - self.max_ttl_s:
+            return REQUESTED_AT, (
+                f"requested_at {asked} is more than {self.max_ttl_s} s before {read} (the longest "
+                "a command lives)"
+            )
+        return None
+
     def applied_entry(
         self, command: ev.Command, applied: tuple[ev.AppliedCommand, ...]
     ) -> ev.AppliedCommand:
-        """The memory of ``command`` once applied: a manual run's sequence is the number of
-        manual runs in ``applied`` at the same instant."""
+        """The memory of ``command`` once applied: a manual run's sequence is one more than the
+        highest of the manual runs in ``applied`` at the same instant, and it is remembered
+        until its instant leaves the requested-time window (or its command expires, if
+        later)."""
         assert command.expires_at is not None
         if command.kind is not ev.CommandKind.MANUAL_RUN:
             return ev.AppliedCommand(command.command_id, command.expires_at)
         instant = command.requested_at.replace(microsecond=0)
-        sequence = sum(1 for a in applied if a.scheduled_at == instant)
-        return ev.AppliedCommand(command.command_id, command.expires_at, instant, sequence)
+        sequence = 1 + max((a.sequence for a in applied if a.scheduled_at == instant), default=-1)
+        kept = max(command.expires_at, instant + timedelta(seconds=self.max_ttl_s + 1))
+        return ev.AppliedCommand(command.command_id, kept, instant, sequence)
 
     def audit(
         self,

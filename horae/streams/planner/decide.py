@@ -205,8 +205,9 @@ class Decider:
     def on_command_record(self, index: DueIndex, msg: InputRecord, now: float) -> list[Emit]:
         """A command record of ``index``'s partition: quarantined when it does not decode or
         breaks a text rule (:mod:`horae.contracts.textrules`, cause ``invalid``), is not signed
-        by its tenant, names no live trigger, has no or a bad expiry, was applied already, or its
-        tenant is suspended (the last three audited too); else applied once, and remembered in
+        by its tenant, names no live trigger, has no or a bad expiry, was applied already, is a
+        manual run whose requested time is outside its window (``requested-at``), or its
+        tenant is suspended (the last four audited too); else applied once, and remembered in
         the planner state committed with its effects."""
         value = msg.value()
         try:
@@ -234,6 +235,8 @@ class Decider:
             return [self.router.emit(unknown, index.partition)]
         entry.applied = remembered(entry.applied, now)
         refused = self.commands.once_refusal(command, entry.applied, now)
+        if refused is None:  # a manual run's requested time within its window
+            refused = self.commands.manual_refusal(command, now)
         tenant = index.tenants.get(command.tenant)
         if refused is None and tenant is not None and tenant.suspended_since is not None:
             refused = "suspended", f"tenant {command.tenant!r} is suspended"

@@ -134,10 +134,13 @@ def test_expiry_missing_past_or_too_far_is_refused_with_its_cause(rig: Rig) -> N
 
 
 def test_applied_ids_are_forgotten_once_expired(rig: Rig) -> None:
+    """A manual run is remembered until its command expires or its instant leaves the
+    requested-time window (an hour), whichever is later."""
     c = _manual(rig)
     rig.send(c)
     rig.step()
-    rig.step(601.0)
+    rig.step(601.0)  # its command expired; its instant is still in the window: kept
+    rig.step(3000.0)
     state = rig.read(Topic.PLANNER_STATE, ev.PlannerState)
     assert state[-1].applied_commands and state[-1].applied_commands[0].command_id == c.command_id
     rig.send(_manual(rig, command_id="later"))
