@@ -142,7 +142,9 @@ def _definition(row: dict[str, Any]) -> ev.TriggerDefinition:
 
 
 def _stored(row: dict[str, Any]) -> StoredTrigger:
-    return StoredTrigger(_definition(row), row["first_authored_at"], row["authored_at"])
+    return StoredTrigger(
+        _definition(row), row["first_authored_at"], row["authored_at"], row["shown_state"]
+    )
 
 
 def _page(page: q.RowPage, items: list[Any] | None = None) -> Page:

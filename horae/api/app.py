@@ -38,6 +38,7 @@ from horae.api import problems
 from horae.api.auth import Principal, TokenError, Verifier
 from horae.api.memory import MemoryRecentWrites
 from horae.api.ports import (
+    SHOWN_STATES,
     BadCursor,
     BadValue,
     DefinitionSink,
@@ -60,6 +61,7 @@ from horae.api.service import (
 )
 from horae.api.verification import Fetch, MemoryVerifications, VerificationStore, http_fetch
 from horae.cli.tenants import tenant_command
+from horae.console.routes import router as console_router
 from horae.contracts import events as ev
 from horae.contracts.ingress import NAME
 from horae.contracts.textrules import MAX_DEPTH, Rule, json_problem, printable, text_problem
@@ -162,14 +164,11 @@ def _ok(status: int, schema: dict[str, Any], description: str = "OK") -> dict[in
     }
 
 
-PAGE = {
-    "type": "object",
-    "required": ["items", "next_cursor"],
-    "properties": {
-        "items": {"type": "array", "items": {"type": "object"}},
-        "next_cursor": {"type": ["string", "null"]},
-    },
+PAGE_PROPERTIES: dict[str, Any] = {
+    "items": {"type": "array", "items": {"type": "object"}},
+    "next_cursor": {"type": ["string", "null"]},
 }
+PAGE = {"type": "object", "required": ["items", "next_cursor"], "properties": PAGE_PROPERTIES}
 TRIGGER_PAGE = {
     "type": "object",
     "required": ["items", "next_cursor"],
@@ -550,7 +549,7 @@ def create_app(
                 description="key:value",
             ),
         ] = None,
-        state: Annotated[str | None, Query(pattern="^(live|paused|deleted)$")] = None,
+        state: Annotated[str | None, Query(pattern=f"^({'|'.join(SHOWN_STATES)})$")] = None,
     ) -> Response:
         pair = None
         if label is not None:
@@ -746,7 +745,18 @@ def create_app(
     Since = Annotated[datetime | None, Query(alias="from")]
     Until = Annotated[datetime | None, Query(alias="to")]
 
-    @app.get("/v1/schedules/{trigger_id}/history", tags=["history"], responses=_ok(200, PAGE))
+    history_page = {
+        "type": "object",
+        "required": ["items", "next_cursor", "trigger_state"],
+        "properties": {
+            **PAGE_PROPERTIES,
+            "trigger_state": {"type": "string", "enum": list(SHOWN_STATES)},
+        },
+    }
+
+    @app.get(
+        "/v1/schedules/{trigger_id}/history", tags=["history"], responses=_ok(200, history_page)
+    )
     def history_of(
         trigger_id: TriggerId,
         who: Reader,
@@ -756,7 +766,8 @@ def create_app(
         cursor: Cursor = None,
         limit: Limit = 100,
     ) -> Response:
-        if service.current(who.tenant, trigger_id) is None:
+        held = service.current(who.tenant, trigger_id)
+        if held is None:
             raise not_found(f"trigger {trigger_id!r}")
         start, end = _window(since, until, service.clock(), timedelta(days=7))
         states = [s for s in (state or "").split(",") if s] or None
@@ -764,7 +775,11 @@ def create_app(
             history.fires, who.tenant, trigger_id, start, end, states, limit, cursor, cursor=cursor
         )
         return JSONResponse(
-            {"items": [_history_item(r) for r in page.items], "next_cursor": page.next_cursor}
+            {
+                "items": [_history_item(r) for r in page.items],
+                "next_cursor": page.next_cursor,
+                "trigger_state": held.shown,
+            }
         )
 
     fire_out = {
@@ -931,6 +946,8 @@ def create_app(
         for name in (
             "tenant",
             "version",
+            "state",
+            "run_state",
             "author",
             "role",
             "authored_at",
@@ -1102,4 +1119,5 @@ def create_app(
             raise ApiError(503, "Unavailable", f"the command was not acknowledged: {exc}") from None
         return {"command_id": command.command_id}
 
+    app.include_router(console_router)  # the console, /console (docs/console.md)
     return app

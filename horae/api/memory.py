@@ -1,13 +1,16 @@
 """In-memory adapters of the API's ports (:mod:`horae.api.ports`), for tests and the OpenAPI
 fuzzing: :class:`MemoryBackend` is both the sink and the history source. With
 ``auto_project`` every accepted definition is visible at once; without it, definitions wait in
-``pending`` until :meth:`MemoryBackend.project` (a lagging projector)."""
+``pending`` until :meth:`MemoryBackend.project` (a lagging projector). What the planner applied
+beyond the definitions is set by hand: :meth:`MemoryBackend.applied` (a pause or resume by
+command, a completion, for one version) and ``suspended`` (tenants), as the read models'
+``trigger_states`` show them."""
 
 from __future__ import annotations
 
 import base64
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +57,32 @@ class MemoryBackend:
     event_rows: list[dict[str, Any]] = field(default_factory=list)
     audit_rows: list[dict[str, Any]] = field(default_factory=list)
     down: str | None = None
+    #: (tenant, trigger id) -> (version, "paused" | "live" | "completed") the planner applied
+    runs: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
+    suspended: set[str] = field(default_factory=set)
+
+    def applied(self, tenant: str, trigger_id: str, state: str) -> None:
+        """The planner applied ``state`` (a pause or resume command: ``paused`` / ``live``; a
+        completion: ``completed``) to the trigger's current version."""
+        held = self.stored[(tenant, trigger_id)]
+        self.runs[(tenant, trigger_id)] = (held.definition.version, state)
+
+    def _shown(self, s: StoredTrigger) -> StoredTrigger:
+        """``s`` as ``trigger_states`` shows it: run state and shown state."""
+        d = s.definition
+        if d.state is ev.DefinitionState.DELETED:
+            return replace(s, state="deleted")
+        run = self.runs.get((d.tenant, d.trigger_id))
+        state = d.state.value
+        if run is not None and run[0] >= d.version:
+            if run[1] in ("paused", "live"):
+                d = replace(d, state=ev.DefinitionState(run[1]))
+                state = run[1]
+            elif state == "live":
+                state = run[1]
+        if d.tenant in self.suspended:
+            state = "suspended"
+        return StoredTrigger(d, s.created_at, s.updated_at, state)
 
     # --- sink -----------------------------------------------------------------------------
     async def put_definition(self, d: ev.TriggerDefinition) -> None:
@@ -85,7 +114,8 @@ class MemoryBackend:
 
     # --- history --------------------------------------------------------------------------
     def trigger(self, tenant: str, trigger_id: str) -> StoredTrigger | None:
-        return self.stored.get((tenant, trigger_id))
+        held = self.stored.get((tenant, trigger_id))
+        return None if held is None else self._shown(held)
 
     def triggers(
         self,
@@ -98,13 +128,8 @@ class MemoryBackend:
     ) -> Page:
         rows = [
             s
-            for (t, _), s in sorted(self.stored.items())
-            if t == tenant
-            and (
-                s.definition.state.value == state
-                if state
-                else s.definition.state.value != "deleted"
-            )
+            for s in (self._shown(s) for (t, _), s in sorted(self.stored.items()) if t == tenant)
+            if (s.shown == state if state else s.shown != "deleted")
             and (label is None or s.definition.labels.get(label[0]) == label[1])
         ]
         return _page([listed(s) for s in rows], limit, cursor)

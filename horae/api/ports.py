@@ -16,21 +16,37 @@ from typing import Any, Protocol
 
 from horae.contracts import events as ev
 
+#: What a trigger is doing, as every answer shows it (``TriggerOut.state``): its definition's or
+#: command's ``live`` / ``paused``, ``suspended`` while its tenant is, ``completed`` once its
+#: recurrence has no instant left (a ``count`` fired, an ``end`` passed), ``deleted``.
+SHOWN_STATES = ("live", "paused", "suspended", "completed", "deleted")
+
 
 @dataclass(frozen=True)
 class StoredTrigger:
-    """The latest version of a trigger with when it was first and last authored."""
+    """The latest version of a trigger with when it was first and last authored.
+    ``definition.state`` is the state the planner decides it under (``live``, ``paused`` or
+    ``deleted``, a pause or resume by command included: what an amend keeps); ``state`` what it
+    is doing (one of :data:`SHOWN_STATES`; ``None``: the definition's, e.g. a version the API
+    just wrote that the read models do not have yet)."""
 
     definition: ev.TriggerDefinition
     created_at: datetime
     updated_at: datetime
+    state: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """What the trigger is doing (:data:`SHOWN_STATES`)."""
+        return self.state or self.definition.state.value
 
 
 @dataclass(frozen=True)
 class ListedTrigger:
     """A trigger as the list shows it: ``body`` is the JSON text of its TriggerOut without
     ``next_instants`` (the answer adds them from ``recurrence`` at the time of asking), rendered
-    by the read model itself, so a page needs no definition decoded."""
+    by the read model itself, so a page needs no definition decoded; ``state``: what it is doing
+    (:data:`SHOWN_STATES`)."""
 
     trigger_id: str
     version: int
@@ -114,8 +130,9 @@ class HistorySource(Protocol):
         label: tuple[str, str] | None,
         state: str | None,
     ) -> Page:
-        """Latest versions by trigger id (``Page.items``: :class:`ListedTrigger`); without a
-        ``state`` filter deleted triggers are left out."""
+        """Latest versions by trigger id (``Page.items``: :class:`ListedTrigger`), only those
+        whose shown state (:data:`SHOWN_STATES`) is ``state``; without one deleted triggers are
+        left out."""
         ...
 
     def fires(

@@ -65,8 +65,11 @@ def trigger_json(d: ev.TriggerDefinition) -> dict[str, Any]:
 
 
 def stored_body(s: StoredTrigger) -> dict[str, Any]:
-    """TriggerOut without ``next_instants``: the definition's JSON form, created/updated."""
+    """TriggerOut without ``next_instants``: the definition's JSON form, its state (what it is
+    doing) and run state (what it is decided under), created/updated."""
     body = trigger_json(s.definition)
+    body["state"] = s.shown
+    body["run_state"] = s.definition.state.value
     body["created_at"] = format_iso(s.created_at)
     body["updated_at"] = format_iso(s.updated_at)
     return body
@@ -75,7 +78,7 @@ def stored_body(s: StoredTrigger) -> dict[str, Any]:
 def listed(s: StoredTrigger) -> ListedTrigger:
     d = s.definition
     body = json.dumps(stored_body(s), ensure_ascii=False, separators=(",", ":"))
-    return ListedTrigger(d.trigger_id, d.version, d.state.value, d.labels, d.recurrence, body)
+    return ListedTrigger(d.trigger_id, d.version, s.shown, d.labels, d.recurrence, body)
 
 
 def _recurrence(j: dict[str, Any]) -> dict[str, Any]:
@@ -154,8 +157,8 @@ def _schedule(r: ev.Recurrence) -> Schedule:
 
 
 def upcoming_instants(state: str, recurrence: ev.Recurrence, now: int) -> list[str]:
-    """The next three instants after ``now`` of a live trigger (none for another state or a
-    recurrence the planner cannot compile)."""
+    """The next three instants after ``now`` of a live trigger (none for another state — paused,
+    suspended, completed, deleted — or a recurrence the planner cannot compile)."""
     if state != ev.DefinitionState.LIVE.value:
         return []
     try:

@@ -4,13 +4,16 @@
 :func:`horae.contracts.jsonform.coerce` accepts (instants as RFC 3339 strings, bytes as a UTF-8
 string or ``{"base64": ...}``). ``TriggerIn`` is the TriggerDefinition form without the fields the
 API fills (tenant, version, authored_at, author, role, signature); ``TriggerOut`` adds what the API
-reports. :func:`components` are the ``components/schemas`` of the OpenAPI document.
+reports (``state``: what the trigger is doing, :data:`~horae.api.ports.SHOWN_STATES`;
+``run_state``: the state it is decided under, which TriggerIn's ``state`` sets).
+:func:`components` are the ``components/schemas`` of the OpenAPI document.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from horae.api.ports import SHOWN_STATES
 from horae.contracts import events as ev
 from horae.contracts.codec import default_codec
 from horae.contracts.jsonform import named_types
@@ -93,7 +96,8 @@ def components() -> dict[str, Any]:
     trigger_in["properties"]["state"] = {"type": "string", "enum": ["live", "paused"]}
     trigger_in["required"] = [r for r in trigger_in["required"] if r != "state"]
     out_props = dict(trigger_in["properties"])
-    out_props["state"] = {"type": "string", "enum": ["live", "paused", "deleted"]}
+    out_props["state"] = {"type": "string", "enum": list(SHOWN_STATES)}
+    out_props["run_state"] = {"type": "string", "enum": ["live", "paused", "deleted"]}
     out_props.update(
         tenant={"type": "string"},
         version={"type": "integer"},
@@ -106,8 +110,8 @@ def components() -> dict[str, Any]:
     trigger_out = {
         "type": "object",
         "properties": out_props,
-        "required": ["tenant", "trigger_id", "version", "state", "recurrence", "target",
-                     "created_at", "updated_at", "next_instants"],
+        "required": ["tenant", "trigger_id", "version", "state", "run_state", "recurrence",
+                     "target", "created_at", "updated_at", "next_instants"],
     }  # fmt: skip
     problem = {
         "type": "object",

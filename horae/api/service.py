@@ -143,13 +143,14 @@ class Service:
 
     # --- reads ----------------------------------------------------------------------------
     def current(self, tenant: str, trigger_id: str) -> StoredTrigger | None:
-        """The latest version: the projection's, or a newer one the API wrote."""
+        """The latest version: the projection's, or a newer one the API wrote (shown suspended
+        while the projection shows its tenant suspended)."""
         stored = self.history.trigger(tenant, trigger_id)
         mine = self.writes.recent(tenant, [trigger_id], self.clock()).get(trigger_id)
         if mine is None:
             return stored
         if stored is None or stored.definition.version < mine.definition.version:
-            return mine
+            return newer(mine, stored.shown if stored is not None else None)
         return stored
 
     def existing(self, tenant: str, trigger_id: str) -> StoredTrigger:
@@ -168,18 +169,20 @@ class Service:
         out = []
         for item in items:
             mine = held.get(item.trigger_id)
-            newer = mine is not None and mine.definition.version > item.version
-            out.append(listed(mine) if newer and mine is not None else item)
+            if mine is not None and mine.definition.version > item.version:
+                out.append(listed(newer(mine, item.state)))
+            else:
+                out.append(item)
         return out
 
     def now_s(self) -> int:
         return int(self.clock().timestamp())
 
     def out(self, s: StoredTrigger) -> dict[str, Any]:
-        """TriggerOut: the definition's JSON form, its state, dates and next three instants."""
-        d = s.definition
+        """TriggerOut: the definition's JSON form, its states, dates and next three instants
+        (none unless it is live)."""
         body = stored_body(s)
-        body["next_instants"] = upcoming_instants(d.state.value, d.recurrence, self.now_s())
+        body["next_instants"] = upcoming_instants(s.shown, s.definition.recurrence, self.now_s())
         return body
 
     def listed_out(self, item: ListedTrigger, now: int) -> str:
@@ -443,6 +446,15 @@ class Service:
     ) -> str:
         text = f"backfill|{tenant}|{trigger_id}|{version}|{start}|{end}|{expires}"
         return hmac.new(self._platform_key(), text.encode(), hashlib.sha256).hexdigest()
+
+
+def newer(mine: StoredTrigger, shown: str | None) -> StoredTrigger:
+    """A version the API wrote, newer than the projection's (whose shown state is ``shown``):
+    its own state, except that a tenant's suspension still holds (a new version does not lift
+    it; a pause, a resume or a completion of the older version no longer governs)."""
+    if shown == "suspended" and mine.definition.state is not ev.DefinitionState.DELETED:
+        return replace(mine, state="suspended")
+    return mine
 
 
 def occurrence_rows(d: ev.TriggerDefinition, instants: list[int]) -> list[dict[str, Any]]:

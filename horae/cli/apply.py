@@ -10,8 +10,11 @@ Usage::
 name order) or ``-`` (YAML on stdin). One document per trigger, several per YAML file
 (``---``), a JSON file one object or a list of them. A document is the trigger JSON of the API
 (TriggerIn, ``docs/api.md``) with the trigger's ``id``; what the API fills in (``tenant``,
-``version``, ``state``, ``authored_at``, ``author``, ``role``, ``signature``) is refused, and so
-are unknown fields, wrong types and two documents with one id (naming the file and document).
+``version``, ``authored_at``, ``author``, ``role``, ``signature``) is refused, and so are unknown
+fields, wrong types and two documents with one id (naming the file and document). ``state``
+(``live`` or ``paused``) manages the pause declaratively: given, it is planned like a field
+(compared with the stored trigger's run state, the state it is decided under); absent, the
+stored trigger keeps whatever state it has (a paused one stays paused).
 
 The stored triggers are the API's listing (the read model) and, for each document's id it
 lacks, a read by id (which sees what this API just wrote, before the read model does). The plan
@@ -19,13 +22,14 @@ compares each document with the stored trigger, both in their full form (the sch
 filled in, instants in UTC), field by field:
 
 - ``create`` a trigger no stored one has the id of;
-- ``change`` one whose fields differ: each difference as ``path: before -> after``;
+- ``change`` one whose fields differ: each difference as ``path: before -> after`` (``state:
+  paused -> live`` resumes it: an amendment whose state is live);
 - ``delete`` a stored trigger no document names, only with ``--prune`` (without it they are
   counted as kept). ``--label KEY:VALUE`` narrows the stored triggers considered to those with
   the label (so ``--prune`` deletes only among them).
 
-Pausing and resuming are acts, not definitions (``horae triggers pause|resume``): a paused
-trigger whose definition matches plans nothing.
+A suspended tenant's or a completed trigger is compared by its run state: ``state: live``
+plans nothing for a live trigger of a suspended tenant (the suspension is the platform's act).
 
 ``diff`` prints the plan and exits 2 when it has steps, 0 when none (1 on an error).
 ``apply`` prints the plan, asks for confirmation (a line ``y`` on stdin; ``--yes``: does not
@@ -64,9 +68,12 @@ from horae.settings import Settings
 
 Doc = dict[str, Any]
 #: Fields of a definition the API fills in: never in a document, never compared.
-SERVER_FIELDS = ("tenant", "version", "state", "authored_at", "author", "role", "signature")
-#: What TriggerOut adds to a stored definition (left out before comparing).
-OUTPUT_FIELDS = ("created_at", "updated_at", "next_instants")
+SERVER_FIELDS = ("tenant", "version", "authored_at", "author", "role", "signature")
+#: What TriggerOut adds to a stored definition, or shows of it (left out of its full form; the
+#: run state is compared with a document's ``state`` when it has one: :class:`Current`).
+OUTPUT_FIELDS = ("state", "run_state", "created_at", "updated_at", "next_instants")
+#: The states a document may ask for (``state``); without one the stored trigger's is kept.
+DOCUMENT_STATES = ("live", "paused")
 SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -97,10 +104,13 @@ class Change:
 
 @dataclass(frozen=True)
 class Current:
-    """A stored trigger: its document (full form, without the id) and version."""
+    """A stored trigger: its document (full form, without the id and state), version and run
+    state (``live`` / ``paused``: what a document's ``state`` is compared with; ``None``:
+    unknown)."""
 
     document: Doc
     version: int
+    state: str | None = None
 
 
 @dataclass(frozen=True)
@@ -194,19 +204,38 @@ def diff(before: Any, after: Any, path: str = "") -> list[Change]:
 
 def plan(desired: Mapping[str, Doc], current: Mapping[str, Current], prune: bool) -> Plan:
     """The plan from ``current`` (stored triggers by id) to ``desired`` (documents by id, the
-    id left out): creates and changes in id order, then deletes (``prune``) in id order."""
+    id left out): creates and changes in id order, then deletes (``prune``) in id order. A
+    document's ``state`` is compared with the stored run state; without one the stored state is
+    not compared (and the amendment, which has none, keeps it)."""
     steps: list[Step] = []
     for trigger_id in sorted(desired):
         document = desired[trigger_id]
         stored = current.get(trigger_id)
         if stored is None:
             steps.append(Step("create", trigger_id, document))
-        elif changes := diff(stored.document, document):
+        elif changes := diff(with_state(stored, document), document):
             steps.append(Step("change", trigger_id, document, stored.version, tuple(changes)))
     gone = sorted(set(current) - set(desired))
     if prune:
         steps += [Step("delete", t, version=current[t].version) for t in gone]
     return Plan(tuple(steps), () if prune else tuple(gone))
+
+
+def with_state(stored: Current, document: Mapping[str, Any]) -> Doc:
+    """``stored``'s full form, with its run state when ``document`` names a state (so the two
+    compare field for field)."""
+    if "state" not in document:
+        return stored.document
+    return {**stored.document, "state": stored.state}
+
+
+def run_state(trigger: Mapping[str, Any]) -> str | None:
+    """The run state of a TriggerOut (``run_state``; from an API without it, ``state`` when it
+    is live or paused), ``None`` when unknown."""
+    run = trigger.get("run_state")
+    if run is None and trigger.get("state") in DOCUMENT_STATES:
+        run = trigger.get("state")
+    return run if isinstance(run, str) else None
 
 
 class TriggerStore(Protocol):
@@ -308,8 +337,10 @@ def normalize(document: Mapping[str, Any], *, stored: bool = False) -> Doc:
     """The full form of a trigger document: validated against the definition schema, defaults
     filled in, instants RFC 3339 UTC, the payload a string (base64 object when not UTF-8).
     ``stored``: a TriggerOut (its id, the fields the API fills and adds are dropped); else a
-    desired document (those fields are refused). :class:`DocumentError` on a bad document."""
+    desired document (those fields are refused; a ``state``, live or paused, is kept).
+    :class:`DocumentError` on a bad document."""
     body = dict(document)
+    state = body.pop("state", None) if not stored else None
     if stored:
         for name in (*SERVER_FIELDS, *OUTPUT_FIELDS, "trigger_id", "id"):
             body.pop(name, None)
@@ -317,6 +348,10 @@ def normalize(document: Mapping[str, Any], *, stored: bool = False) -> Doc:
         owned = [name for name in (*SERVER_FIELDS, "trigger_id") if name in body]
         if owned:
             raise DocumentError(f"{owned[0]}: set by the API, not by a document")
+        if "state" in document and state not in DOCUMENT_STATES:
+            raise DocumentError(
+                f"state: {state!r}: expected live or paused (or no state: keep the stored one)"
+            )
     filler = {
         "tenant": "-", "trigger_id": "-", "version": 1, "state": "live", "authored_at": 0,
         "author": "-",
@@ -329,10 +364,13 @@ def normalize(document: Mapping[str, Any], *, stored: bool = False) -> Doc:
     full: Doc = plain(datum)
     for name in (*SERVER_FIELDS, "trigger_id"):
         full.pop(name, None)
+    full.pop("state", None)
     payload = full.get("payload")
     if isinstance(payload, dict) and set(payload) == {"base64"}:
         with contextlib.suppress(binascii.Error, UnicodeDecodeError):
             full["payload"] = base64.b64decode(payload["base64"]).decode("utf-8")
+    if state is not None:
+        full["state"] = state
     return full
 
 
@@ -386,7 +424,9 @@ def current_triggers(
     read model, which may lag behind a write this API just acknowledged; a read by id sees it)."""
     found: dict[str, Current] = {}
     for item in api.list_all(label=label):
-        found[str(item["trigger_id"])] = Current(_stored(item), int(item["version"]))
+        found[str(item["trigger_id"])] = Current(
+            _stored(item), int(item["version"]), run_state(item)
+        )
     for trigger_id in sorted(set(named) - set(found)):
         try:
             stored = api.get(trigger_id)
@@ -395,7 +435,9 @@ def current_triggers(
                 continue
             raise
         if stored.trigger.get("state") != "deleted":
-            found[trigger_id] = Current(_stored(stored.trigger), stored.version)
+            found[trigger_id] = Current(
+                _stored(stored.trigger), stored.version, run_state(stored.trigger)
+            )
     return found
 
 

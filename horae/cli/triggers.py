@@ -7,7 +7,8 @@ Usage::
                              (--url URL [--secret-ref REF]... | --topic TOPIC)
                              [--label KEY=VALUE]... [--description TEXT] [--payload TEXT]
     horae triggers create -f FILE              (one document of ``horae apply``, with its id)
-    horae triggers list [--label KEY:VALUE] [--state live|paused|deleted] [--limit N]
+    horae triggers list [--label KEY:VALUE] [--state STATE] [--limit N]
+                        (STATE: live, paused, suspended, completed, deleted)
     horae triggers show ID
     horae triggers amend ID [-f FILE] [--set PATH=VALUE]... [--if-version N]
     horae triggers pause|resume|delete|run ID
@@ -27,9 +28,10 @@ aligned with spaces, ``-`` for an empty cell.
 ``amend`` reads the stored trigger, applies ``-f`` (the whole new document) and then each
 ``--set`` (a dotted path, the value as JSON or else a string), prints the field changes and
 sends the amendment with ``If-Match`` on the version it read (or ``--if-version``): a trigger
-changed in between answers 412. ``backfill`` first asks the API for the cost (how many fires),
-prints it and asks for confirmation (a line ``y`` on stdin; ``--yes`` does not ask), then sends
-the confirm token the API gave.
+changed in between answers 412. It keeps the trigger's pause state unless the document or a
+``--set state=live|paused`` names one. ``backfill`` first asks the API for the cost (how many
+fires), prints it and asks for confirmation (a line ``y`` on stdin; ``--yes`` does not ask), then
+sends the confirm token the API gave.
 
 Exit codes: 0 done; 1 the API refused (the problem's title, detail and field errors on stderr) or
 could not be reached; 2 a usage error.
@@ -50,7 +52,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from horae.api.client import JSON, ApiClient, ApiError, ApiUnreachable
 from horae.settings import Settings, env_name
 
-STATES = ("live", "paused", "deleted")
+#: what a trigger is doing, as the API shows it (TriggerOut.state)
+STATES = ("live", "paused", "suspended", "completed", "deleted")
+#: why a trigger that is not live has no next instant (the line under ``horae history``)
+NOT_LIVE = {
+    "paused": "paused: no instant is decided until it is resumed",
+    "suspended": "suspended with its tenant: each instant is recorded paused (tenant suspended)",
+    "completed": "completed: its recurrence has no instant left",
+    "deleted": "deleted",
+}
 
 
 class ClientSettings(BaseSettings):
@@ -194,6 +204,15 @@ def triggers_table(items: Iterable[JSON]) -> str:
     return table(headers, rows)
 
 
+def state_of(trigger: JSON) -> Any:
+    """The state shown, and the run state when it differs (``suspended (run state paused)``: the
+    state it resumes in)."""
+    state, run = trigger.get("state"), trigger.get("run_state")
+    if run and state != run and state != "completed":
+        return f"{state} (run state {run})"
+    return state
+
+
 def trigger_card(trigger: JSON) -> str:
     """One trigger, one field a line."""
     policies = trigger.get("policies") or {}
@@ -201,7 +220,7 @@ def trigger_card(trigger: JSON) -> str:
     rows = [
         ("id", trigger.get("trigger_id")),
         ("tenant", trigger.get("tenant")),
-        ("state", trigger.get("state")),
+        ("state", state_of(trigger)),
         ("version", trigger.get("version")),
         ("schedule", schedule(trigger)),
         ("target", target(trigger)),
@@ -313,7 +332,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     amend.set_defaults(func=_amend)
 
     acts = {
-        "pause": "pause a trigger (its instants are recorded paused)",
+        "pause": "pause a trigger (no instant is decided until it is resumed)",
         "resume": "resume a paused trigger (under its misfire policy)",
         "delete": "delete a trigger",
         "run": "run a trigger now (a manual fire; prints its fire key)",
@@ -515,7 +534,7 @@ def _value(text: str) -> Any:
 
 
 def _amend(settings: Settings, args: argparse.Namespace) -> int:
-    from horae.cli.apply import DocumentError, diff, normalize
+    from horae.cli.apply import Current, DocumentError, diff, normalize, run_state, with_state
 
     name = "horae triggers amend"
     if not args.file and not args.set:
@@ -534,7 +553,8 @@ def _amend(settings: Settings, args: argparse.Namespace) -> int:
             for path, text in edits.items():
                 set_path(document, path, _value(text))
             document = normalize(document)
-            changes = diff(before, document)
+            held = Current(before, stored.version, run_state(stored.trigger))
+            changes = diff(with_state(held, document), document)
             if not changes:
                 print(f"{name}: {args.trigger}: nothing to change", file=sys.stderr)
                 return 0
@@ -599,7 +619,7 @@ def _next_of(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _export(settings: Settings, args: argparse.Namespace) -> int:
-    from horae.cli.apply import compact, normalize, to_yaml
+    from horae.cli.apply import compact, normalize, run_state, to_yaml
 
     try:
         with open_client(settings, args) as api:
@@ -609,8 +629,12 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
                 stored = list(api.list_all(label=args.label))
     except (ApiError, ApiUnreachable) as exc:
         return failed("horae triggers export", exc)
-    documents = [
-        {"id": t["trigger_id"], **compact(normalize(t, stored=True))}
+    documents = [  # a paused trigger's document says so (applied, it stays paused)
+        {
+            "id": t["trigger_id"],
+            **({"state": "paused"} if run_state(t) == "paused" else {}),
+            **compact(normalize(t, stored=True)),
+        }
         for t in stored
         if t.get("state") != "deleted"
     ]
@@ -659,12 +683,15 @@ def _history(settings: Settings, args: argparse.Namespace) -> int:
         with open_client(settings, args) as api:
             pages = api.history_all(args.trigger, start=args.start, end=args.end, state=args.state)
             fires = list(islice(pages, args.limit))
+            state = None if args.json else api.get(args.trigger).trigger.get("state")
     except (ApiError, ApiUnreachable) as exc:
         return failed("horae history", exc)
     if args.json:
         _print_json(fires)
     else:
         print(history_table(fires))
+        if isinstance(state, str) and state in NOT_LIVE:
+            print(f"{args.trigger} is {NOT_LIVE[state]}")
     return 0
 
 

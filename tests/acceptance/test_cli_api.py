@@ -2,7 +2,9 @@
 port with a planner and a projector on the running stack (topics under this test's prefix, read
 models in a schema of its own): ``horae diff`` / ``apply`` twice (the second plans nothing),
 ``horae triggers create/list/export/show/pause/resume/run``, ``horae history`` showing the
-manual fire, ``horae diff`` exit codes."""
+manual fire, ``horae diff`` exit codes; and every state a trigger can be in, as the planner
+applies it and the CLI shows it: paused by a command (kept through an amend, lifted by ``apply``
+with ``state: live``), completed (a ``count`` fired), suspended (``horae tenants suspend``)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +88,7 @@ def running(stack: Endpoints, topic_prefix: str, unique: str, tmp_path: Path) ->
         HORAE_API_PORT=str(port),
         HORAE_API_WORKERS="2",  # the CLI's reads after its writes may reach the other process
         HORAE_PLANNER_SLOT=f"cli-{unique}",
+        HORAE_MIN_INTERVAL_S="1",  # a count-bounded trigger completes within seconds
         HORAE_LOG_LEVEL="WARNING",
     )
     for name in ("HORAE_API_URL", "HORAE_API_TOKEN", "HORAE_API_TOKEN_KID", "HORAE_API_HOST"):
@@ -196,3 +199,77 @@ def test_the_tenant_cli_against_a_running_api(running: Running, tmp_path: Path) 
     code, _, err = running.horae("triggers", "list", "--token", "not-a-token")
     assert code == 1 and "(401)" in err
     assert running.horae("triggers", "pause")[0] == 2
+
+
+def rows(out: str) -> dict[str, list[str]]:
+    """``horae triggers list`` by id: [state, version, ..., next]."""
+    return {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
+
+
+@pytest.mark.timeout(300)
+def test_every_state_a_trigger_can_be_in(running: Running, tmp_path: Path) -> None:
+    def listing(want: dict[str, tuple[str, str]], *flags: str) -> Callable[[], str]:
+        """Waits for ``horae triggers list`` to show each id in (state, version)."""
+
+        def shown() -> str:
+            out = running.ok("triggers", "list", *flags)
+            got = {t: (r[0], r[1]) for t, r in rows(out).items()}
+            return out if all(got.get(t) == w for t, w in want.items()) else ""
+
+        return shown
+
+    running.ok("triggers", "create", "beat", "--every", "60", "--topic", "events.acme")
+    out = wait_until(listing({"beat": ("live", "1")}), timeout_s=60, message=running.tail)
+    assert rows(out)["beat"][-1].endswith("Z")  # its next instant
+
+    # paused by a command: the list says so and shows no next instant
+    assert "accepted" in running.ok("triggers", "pause", "beat")
+    out = wait_until(listing({"beat": ("paused", "1")}), timeout_s=60, message=running.tail)
+    assert rows(out)["beat"][-1] == "-"
+    card = running.ok("triggers", "show", "beat", "--json")
+    assert json.loads(card)["next_instants"] == []
+    assert "beat is paused" in running.ok("history", "beat").splitlines()[-1]
+
+    # an amend without a state keeps the pause
+    running.ok("triggers", "amend", "beat", "--set", "description=kept paused")
+    out = wait_until(listing({"beat": ("paused", "2")}), timeout_s=60, message=running.tail)
+    assert rows(out)["beat"][-1] == "-"
+
+    # apply with state: live resumes it (diff shows the state change)
+    document = tmp_path / "beat.yaml"
+    document.write_text(
+        "id: beat\nstate: live\ndescription: kept paused\n"
+        "recurrence: {kind: every, interval_s: 60}\ntarget: {kind: event, topic: events.acme}\n"
+    )
+    code, out, _ = running.horae("diff", "-f", str(document))
+    assert code == 2 and "    state: paused -> live" in out, out
+    running.ok("apply", "-f", str(document), "--yes")
+    out = wait_until(listing({"beat": ("live", "3")}), timeout_s=60, message=running.tail)
+    assert rows(out)["beat"][-1].endswith("Z")
+    assert running.horae("diff", "-f", str(document))[:2] == (0, "No changes.\n")
+
+    # a count-bounded trigger that fired its count is completed
+    bounded = tmp_path / "twice.yaml"
+    bounded.write_text(
+        "id: twice\nrecurrence: {kind: every, interval_s: 1, count: 2}\n"
+        "target: {kind: event, topic: events.acme}\n"
+    )
+    running.ok("apply", "-f", str(bounded), "--yes")
+    done = listing({"twice": ("completed", "1")}, "--state", "completed")
+    out = wait_until(done, timeout_s=90, message=running.tail)
+    assert list(rows(out)) == ["twice"] and rows(out)["twice"][-1] == "-"
+    history = running.ok("history", "twice")
+    assert sum(" fired " in f" {line} " for line in history.splitlines()) == 2, history
+    assert history.splitlines()[-1] == "twice is completed: its recurrence has no instant left"
+    assert "twice" not in rows(running.ok("triggers", "list", "--state", "live"))
+
+    # the tenant suspended: each of its triggers shows suspended
+    code, out, err = running.horae("tenants", "suspend", TENANT, "--reason", "unpaid")
+    assert code == 0, out + err
+    suspended = {"beat": ("suspended", "3"), "twice": ("suspended", "1")}
+    out = wait_until(listing(suspended, "--state", "suspended"), 60, message=running.tail)
+    assert rows(out)["beat"][-1] == "-"
+    card = running.ok("triggers", "show", "beat")
+    assert "state        suspended (run state live)" in card.splitlines()
+    assert "is suspended with its tenant" in running.ok("history", "beat").splitlines()[-1]
+    assert rows(running.ok("triggers", "list", "--state", "live")) == {}

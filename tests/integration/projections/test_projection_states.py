@@ -2,10 +2,12 @@
 says (real broker, real database): a pause or resume by command (its ``schedule.paused`` /
 ``schedule.resumed``), a completion (``schedule.completed``), a tenant's suspension (the audited
 ``tenant.suspend`` / ``tenant.resume``); a later version governs again; the API's queries answer
-the state the planner decides under and filter by it."""
+the state the planner decides under (an amend keeps it) and what the trigger is doing (shown and
+filtered: live, paused, suspended, completed)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -114,11 +116,23 @@ def test_the_read_models_show_what_the_planner_applied(
 
     history = HistoryQueries(db, config.schema)
     row = history.trigger_row(TENANT, "by-command")
-    assert row is not None and row["state"] == "paused"
+    assert row is not None and (row["state"], row["shown_state"]) == ("paused", "paused")
+    row = history.trigger_row(SUSPENDED, "x")
+    assert row is not None and (row["state"], row["shown_state"]) == ("live", "suspended")
+    row = history.trigger_row(TENANT, "done")
+    assert row is not None and (row["state"], row["shown_state"]) == ("live", "completed")
     page = history.trigger_rows(TENANT, state="paused")
     assert sorted(r["trigger_id"] for r in page.items) == ["by-command", "kept"]
-    assert {r["trigger_id"]: r["state"] for r in history.trigger_rows(TENANT).items} == {
-        t: run for (tenant, t), (_, run) in states.items() if tenant == TENANT
-    }
+    listed = {r["trigger_id"]: r["state"] for r in history.trigger_rows(TENANT).items}
+    assert listed == {t: shown for (tenant, t), (shown, _) in states.items() if tenant == TENANT}
+    for r in history.trigger_rows(TENANT).items:  # the body carries both states
+        body = json.loads(r["body"])
+        assert (body["state"], body["run_state"]) == states[(TENANT, r["trigger_id"])]
     live_ids = sorted(r["trigger_id"] for r in history.trigger_rows(TENANT, state="live").items)
-    assert live_ids == ["done", "done-then-longer", "plain", "recreated", "resumed"]
+    assert live_ids == ["done-then-longer", "plain", "recreated", "resumed"]
+    done = history.trigger_rows(TENANT, state="completed").items
+    assert [r["trigger_id"] for r in done] == ["done"]
+    assert [r["trigger_id"] for r in history.trigger_rows(SUSPENDED, state="suspended").items] == [
+        "x"
+    ]
+    assert history.trigger_rows(SUSPENDED, state="live").items == []

@@ -19,6 +19,7 @@ from horae.cli.apply import (
     Current,
     Doc,
     DocumentError,
+    Plan,
     Step,
     _Loader,
     compact,
@@ -266,7 +267,8 @@ def test_a_stored_trigger_and_its_document_have_one_full_form() -> None:
     ("document", "message"),
     [
         ({"version": 3}, "version: set by the API"),
-        ({"state": "paused"}, "state: set by the API"),
+        ({"state": "suspended"}, "state: 'suspended': expected live or paused"),
+        ({"state": None}, "state: None: expected live or paused"),
         ({"trigger_id": "x"}, "trigger_id: set by the API"),
         ({"recurrence": {"kind": "cron"}, "target": {"kind": "webhook"}, "colour": 1}, "colour"),
         ({"recurrence": {"kind": "weekly"}, "target": {"kind": "webhook"}}, "recurrence.kind"),
@@ -278,6 +280,25 @@ def test_normalize_refuses_what_the_api_fills_and_bad_fields(
 ) -> None:
     with pytest.raises(DocumentError, match=message):
         normalize(document)
+
+
+def test_a_document_state_is_planned_against_the_run_state() -> None:
+    """``state`` in a document is compared with the stored run state; absent, the stored state is
+    kept (nothing planned, and the amendment carries no state)."""
+    document = normalize(_document())
+    assert "state" not in document
+    assert normalize({**_document(), "state": "paused"}) == {**document, "state": "paused"}
+    paused = {"nightly": Current(document, 3, "paused")}
+    assert plan({"nightly": document}, paused, prune=False) == Plan()
+    assert plan({"nightly": {**document, "state": "paused"}}, paused, prune=False) == Plan()
+    resume = plan({"nightly": {**document, "state": "live"}}, paused, prune=False)
+    assert [(s.action, s.version, s.changes) for s in resume.steps] == [
+        ("change", 3, (Change("state", "paused", "live"),))
+    ]
+    assert resume.lines()[:2] == ["~ change nightly (version 3)", "    state: paused -> live"]
+    edited = {**document, "description": "x"}
+    [step] = plan({"nightly": edited}, paused, prune=False).steps
+    assert step.changes == (Change("description", None, "x"),) and "state" not in step.document
 
 
 def test_a_binary_payload_stays_base64() -> None:

@@ -449,3 +449,80 @@ def test_verify_a_webhook_host(api: Api, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0, err
     code, _, err = horae(capsys, "targets", "check", "never-asked.example")
     assert code == 1 and "(404)" in err
+
+
+def test_states_in_list_show_history_and_the_state_filter(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    create(capsys)
+    create(capsys, "done")
+    api.backend.applied("acme", "nightly", "paused")
+    api.backend.applied("acme", "done", "completed")
+    code, out, _ = horae(capsys, "triggers", "list")
+    assert [line.split()[:2] for line in out.splitlines()[1:]] == [
+        ["done", "completed"],
+        ["nightly", "paused"],
+    ]
+    assert not any(line.endswith("Z") for line in out.splitlines()[1:])  # no next instant
+    for state in ("completed", "paused"):
+        code, out, _ = horae(capsys, "triggers", "list", "--state", state)
+        assert code == 0 and [line.split()[1] for line in out.splitlines()[1:]] == [state]
+    assert horae(capsys, "triggers", "list", "--state", "live")[1].count("\n") == 1
+    code, out, _ = horae(capsys, "history", "done")
+    assert code == 0
+    assert out.splitlines()[-1] == "done is completed: its recurrence has no instant left"
+
+    api.backend.suspended.add("acme")
+    code, out, _ = horae(capsys, "triggers", "list", "--state", "suspended")
+    assert [line.split()[:2] for line in out.splitlines()[1:]] == [
+        ["done", "suspended"],
+        ["nightly", "suspended"],
+    ]
+    code, out, _ = horae(capsys, "triggers", "show", "nightly")
+    assert "state        suspended (run state paused)" in out.splitlines()
+    code, out, _ = horae(capsys, "history", "nightly")
+    assert out.splitlines()[-1].startswith("nightly is suspended with its tenant")
+    code, out, _ = horae(capsys, "history", "nightly", "--json")
+    assert json.loads(out) == []
+
+
+def test_apply_manages_the_pause_declaratively(
+    api: Api, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A document's ``state`` applies (planned against the run state, shown by diff); without
+    one the stored state is kept; export writes a paused trigger's state."""
+    path = tmp_path / "nightly.yaml"
+    path.write_text(NIGHTLY + "state: paused\n")
+    code, out, err = horae(capsys, "apply", "-f", str(path), "--yes")
+    assert code == 0 and "created nightly" in out, err
+    assert api.backend.definitions[-1].state is ev.DefinitionState.PAUSED
+    assert horae(capsys, "diff", "-f", str(path))[:2] == (0, "No changes.\n")
+    code, out, _ = horae(capsys, "triggers", "export", "--json")
+    assert json.loads(out)[0]["state"] == "paused"
+
+    path.write_text(NIGHTLY)  # no state: the pause is kept
+    assert horae(capsys, "diff", "-f", str(path))[:2] == (0, "No changes.\n")
+    path.write_text(NIGHTLY.replace("team: ops", "team: dev"))
+    assert horae(capsys, "apply", "-f", str(path), "--yes")[0] == 0
+    assert api.backend.definitions[-1].state is ev.DefinitionState.PAUSED  # still paused
+
+    path.write_text(NIGHTLY.replace("team: ops", "team: dev") + "state: live\n")
+    code, out, _ = horae(capsys, "diff", "-f", str(path))
+    assert code == 2 and out.splitlines()[:2] == [
+        "~ change nightly (version 2)",
+        "    state: paused -> live",
+    ]
+    assert horae(capsys, "apply", "-f", str(path), "--yes")[0] == 0
+    assert api.backend.definitions[-1].state is ev.DefinitionState.LIVE
+    assert horae(capsys, "diff", "-f", str(path))[:2] == (0, "No changes.\n")
+
+    api.backend.applied("acme", "nightly", "paused")  # a pause command: apply without a state
+    path.write_text(NIGHTLY.replace("team: ops", "team: qa"))  # keeps it
+    assert horae(capsys, "apply", "-f", str(path), "--yes")[0] == 0
+    assert api.backend.definitions[-1].state is ev.DefinitionState.PAUSED
+    path.write_text(NIGHTLY + "state: sleeping\n")
+    code, _, err = horae(capsys, "diff", "-f", str(path))
+    assert code == 1 and "state: 'sleeping': expected live or paused" in err
+    code, out, _ = horae(capsys, "triggers", "amend", "nightly", "--set", "state=live")
+    assert code == 0 and "  state: paused -> live" in out.splitlines()
+    assert api.backend.definitions[-1].state is ev.DefinitionState.LIVE

@@ -1,12 +1,14 @@
 -- Latest versions of a tenant's triggers, by trigger id after the cursor, optionally only one
--- state (the state the planner decides under, a pause or resume by command included; else
--- every state but deleted) and only those carrying a label; each rendered here as
+-- state (what the trigger is doing: live, paused, suspended, completed or deleted; else every
+-- state but deleted) and only those carrying a label; each rendered here as
 -- the API's TriggerOut JSON without next_instants (horae.api.render: instants RFC 3339 UTC with
 -- "Z", microseconds only when non-zero; payload base64; a sub-record's fields missing from a row
 -- projected before they existed take the defaults passed as %(recurrence)s ... %(quotas)s).
+-- state: what the trigger is doing; run_state: the state the planner decides it under (live,
+-- paused or deleted, a pause or resume by command included: what an amend keeps).
 -- recurrence_key: the recurrence as stored (the API compiles each distinct one once).
 WITH page AS (
-    SELECT v.tenant, v.trigger_id, v.version, st.run_state AS state, v.recurrence, v.target,
+    SELECT v.tenant, v.trigger_id, v.version, st.state, st.run_state, v.recurrence, v.target,
         v.policies, v.quotas, v.authored_at, v.author, v.role, v.description, v.labels,
         v.content_type, v.payload, t.first_authored_at
     FROM triggers t
@@ -15,7 +17,7 @@ WITH page AS (
     WHERE t.tenant = %(tenant)s
         AND (%(after)s::text IS NULL OR t.trigger_id > %(after)s)
         AND (CASE WHEN %(state)s::text IS NULL THEN t.state <> 'deleted'
-            ELSE st.run_state = %(state)s END)
+            ELSE st.state = %(state)s END)
         AND (%(labels)s::jsonb IS NULL OR t.labels @> %(labels)s::jsonb)
     ORDER BY t.trigger_id
     LIMIT %(limit)s
@@ -30,6 +32,7 @@ SELECT trigger_id, version, state, labels, recurrence::text AS recurrence_key,
         'trigger_id', trigger_id,
         'version', version,
         'state', state,
+        'run_state', run_state,
         'recurrence', replace((%(recurrence)s::jsonb || recurrence)::text, '+00:00"', 'Z"')::jsonb,
         'target', %(target)s::jsonb || target,
         'authored_at', to_char(authored_utc, 'YYYY-MM-DD"T"HH24:MI:SS')
