@@ -59,7 +59,7 @@ from horae.api.service import (
     not_found,
     upcoming,
 )
-from horae.api.verification import Fetch, MemoryVerifications, VerificationStore, http_fetch
+from horae.api.verification import Fetch, MemoryVerifications, PinnedFetch, VerificationStore
 from horae.cli.tenants import tenant_command
 from horae.console.routes import router as console_router
 from horae.contracts import events as ev
@@ -315,18 +315,21 @@ def create_app(
     """The API over ``sink`` (definitions and commands topics) and ``history`` (read models);
     ``addresses``: the SSRF policy (default: the dispatcher's allowlist, system resolver);
     ``verifications`` / ``fetch``: target ownership records (default: in this process) and how
-    the well-known answer is fetched (default: HTTP); ``writes``: the versions written, for
-    read-your-writes (default: in this process; ``horae api`` shares them in PostgreSQL)."""
+    the well-known answer is fetched (default: :class:`PinnedFetch` under ``addresses``, the
+    dispatcher's lean sender pinned to the addresses the policy approved); ``writes``: the
+    versions written, for read-your-writes (default: in this process; ``horae api`` shares them
+    in PostgreSQL)."""
     api = settings.api
     keys = {kid: secret.get_secret_value() for kid, secret in api.token_keys.items()}
     verifier = Verifier(keys)
+    policy = addresses or AddressPolicy(settings.dispatcher.allow)
     service = Service(
         settings,
         sink,
         history,
-        addresses or AddressPolicy(settings.dispatcher.allow),
+        policy,
         verifications or MemoryVerifications(),
-        fetch or http_fetch,
+        fetch or PinnedFetch(policy),
         writes or MemoryRecentWrites(),
         clock or (lambda: datetime.now(UTC)),
         monotonic,

@@ -46,6 +46,7 @@ from horae.api.verification import (
     WELL_KNOWN,
     Challenge,
     Fetch,
+    FetchFailed,
     VerificationStore,
     host_of,
     how_to_verify,
@@ -327,6 +328,8 @@ class Service:
         await self.check_address(made.well_known_url, "host")
         try:
             status, body = await self.fetch(made.well_known_url)
+        except FetchFailed as exc:  # the sender's result and detail: no answer came
+            return False, f"{made.well_known_url}: {exc}", None
         except Exception as exc:
             return False, f"{made.well_known_url}: {type(exc).__name__}", None
         if status != 200:

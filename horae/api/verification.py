@@ -7,9 +7,11 @@ it controls that host.
    :func:`expected_answer`: the lowercase hex HMAC-SHA256, keyed with one of the tenant's webhook
    signing secrets (``HORAE_DISPATCHER_WEBHOOK_SECRETS``, the secrets its receivers already use
    to verify Horae's calls), of ``horae-verification:<tenant>:<host>:<token>``;
-3. ``POST /v1/targets/verifications/<host>/check`` fetches it (after the dispatcher's SSRF policy
-   allowed the address; no redirects; 5 s; at most 1 KiB) and, when it matches, records the host
-   verified for the tenant until ``api.verification_ttl_s`` from now.
+3. ``POST /v1/targets/verifications/<host>/check`` fetches it (:class:`PinnedFetch`: the
+   dispatcher's own lean sender and SSRF policy, so the connection goes to an address the policy
+   approved and to no other, the host named in ``Host`` and TLS SNI; no redirects; 5 s; at most
+   1 KiB) and, when it matches, records the host verified for the tenant until
+   ``api.verification_ttl_s`` from now.
 
 Creating or amending a webhook trigger whose host is not verified (or whose verification expired)
 is refused with a message saying how to verify. The records live in a :class:`VerificationStore`:
@@ -33,14 +35,22 @@ from datetime import datetime
 from typing import Protocol
 from urllib.parse import urlsplit
 
-import httpx
+from horae.outbound.http_sender import SenderConfig
+from horae.outbound.lean_http import LeanHttpSender
+from horae.outbound.ssrf import AddressPolicy
 
 CHALLENGE_TTL_S = 3600
 WELL_KNOWN = "/.well-known/horae-verification/"
 MAX_ANSWER_BYTES = 1024
+FETCH_TIMEOUT_S = 5.0
 
-#: GET a URL: (status, body). Raises on transport errors.
+#: GET a URL: (status, body). Raises :class:`FetchFailed` (or another error) when no answer came.
 Fetch = Callable[[str], Awaitable[tuple[int, bytes]]]
+
+
+class FetchFailed(Exception):
+    """No HTTP answer: refused by the SSRF policy, not resolved, no connection, a timeout; the
+    message is the sender's result and detail (``refused_ssrf: loopback: ...``)."""
 
 
 @dataclass(frozen=True)
@@ -122,15 +132,37 @@ def how_to_verify(host: str, url: str) -> str:
     )
 
 
-async def http_fetch(url: str) -> tuple[int, bytes]:
-    """GET without redirects, 5 s, at most :data:`MAX_ANSWER_BYTES` read."""
-    async with (
-        httpx.AsyncClient(timeout=5.0, follow_redirects=False) as client,
-        client.stream("GET", url) as response,
-    ):
-        body = b""
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > MAX_ANSWER_BYTES:
-                break
-        return response.status_code, body[:MAX_ANSWER_BYTES]
+#: the verification fetch's limits: 5 s in all, at most :data:`MAX_ANSWER_BYTES` read, one
+#: connection (no keep-alive worth keeping for a check made now and then)
+FETCH_CONFIG = SenderConfig(
+    connect_timeout_s=FETCH_TIMEOUT_S,
+    read_timeout_s=FETCH_TIMEOUT_S,
+    deadline_s=FETCH_TIMEOUT_S,
+    max_body_bytes=MAX_ANSWER_BYTES,
+    pool_size=1,
+    pool_per_host=1,
+    user_agent="horae-verification/1",
+)
+
+
+@dataclass(frozen=True)
+class PinnedFetch:
+    """A :data:`Fetch` through the dispatcher's lean sender
+    (:class:`~horae.outbound.lean_http.LeanHttpSender`) under ``policy``, the API's own
+    :class:`~horae.outbound.ssrf.AddressPolicy` (the one that approved the URL). The sender
+    judges the URL with the policy and connects only to the addresses of that judgement: an
+    answer the policy cached (the one it just approved) or a new one judged the same way —
+    never a second resolution of its own, so a name that resolves elsewhere the second time
+    (DNS rebinding) cannot be fetched at the other address. ``Host`` and TLS SNI name the host;
+    the certificate is verified against it; nothing is followed (a 3xx is answered as it
+    is); at most :data:`MAX_ANSWER_BYTES` are read, within :data:`FETCH_TIMEOUT_S`."""
+
+    policy: AddressPolicy
+    config: SenderConfig = FETCH_CONFIG
+
+    async def __call__(self, url: str) -> tuple[int, bytes]:
+        async with LeanHttpSender(self.policy, self.config) as sender:
+            result = await sender.send(url, b"", {}, method="GET")
+        if result.status is None:
+            raise FetchFailed(f"{result.send_result.value}: {result.detail}")
+        return result.status, result.body_excerpt[:MAX_ANSWER_BYTES]

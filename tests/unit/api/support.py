@@ -90,7 +90,17 @@ class Api:
         return {"Authorization": f"Bearer {token}", **extra}
 
 
-def make_api(auto_project: bool = True, shared: dict[str, Any] | None = None, **api: Any) -> Api:
+def make_api(
+    auto_project: bool = True,
+    shared: dict[str, Any] | None = None,
+    *,
+    addresses: AddressPolicy | None = None,
+    pinned: bool = False,
+    **api: Any,
+) -> Api:
+    """The app over an in-memory backend; ``addresses``: its SSRF policy (default: :func:`resolve`
+    answers); ``pinned``: the verification fetch is the API's own (the pinned sender), else
+    what ``Api.served`` holds."""
     clock = Clock()
     backend = MemoryBackend(auto_project=auto_project)
     verifications = MemoryVerifications()
@@ -105,9 +115,9 @@ def make_api(auto_project: bool = True, shared: dict[str, Any] | None = None, **
         settings(shared, **api),
         backend,
         backend,
-        addresses=AddressPolicy(resolver=resolve),
+        addresses=addresses or AddressPolicy(resolver=resolve),
         verifications=verifications,
-        fetch=fetch,
+        fetch=None if pinned else fetch,
         clock=clock,
         monotonic=clock.monotonic,
     )
