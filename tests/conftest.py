@@ -42,8 +42,16 @@ PORT_VARIABLES = (
     "HORAE_DEV_KAFKA_CONTROLLER_PORT",
     "HORAE_DEV_POSTGRES_PORT",
 )
-# The private stack's broker authenticates: the session's clients log in as its admin.
-CREDENTIAL_VARIABLES = ("HORAE_KAFKA_USERNAME", "HORAE_KAFKA_PASSWORD")
+# The private stack's broker authenticates: the session's clients log in as its admin; on TLS
+# they also get the protocol and the stack's CA.
+CREDENTIAL_VARIABLES = (
+    "HORAE_KAFKA_USERNAME",
+    "HORAE_KAFKA_PASSWORD",
+    "HORAE_KAFKA_SECURITY_PROTOCOL",
+    "HORAE_KAFKA_SSL_CA_FILE",
+    "HORAE_DATABASE_SSLMODE",
+    "HORAE_DATABASE_SSL_CA_FILE",
+)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -72,14 +80,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def stack() -> Iterator[Endpoints]:
+def stack(local_stack: LocalStack) -> Endpoints:
     """Endpoints of a real Kafka and PostgreSQL for this test session."""
+    return local_stack.endpoints
+
+
+@pytest.fixture(scope="session")
+def local_stack() -> Iterator[LocalStack]:
+    """The session's stack (its parts ``None`` where existing services are used):
+    ``HORAE_TEST_BROKERS=3``
+    makes the private Kafka a 3-broker cluster (RF 3, min.insync.replicas 2), and
+    ``HORAE_TEST_TLS=1`` runs the private stack on TLS (``horae dev up --tls``)."""
     kafka, controller, postgres = (
         int(os.environ.get(name, port))
         for name, port in zip(PORT_VARIABLES, free_ports(len(PORT_VARIABLES)), strict=True)
     )
+    brokers = int(os.environ.get("HORAE_TEST_BROKERS", "1"))
     settings = Settings(
-        dev=DevSettings(kafka_port=kafka, kafka_controller_port=controller, postgres_port=postgres)
+        dev=DevSettings(
+            kafka_port=kafka,
+            kafka_controller_port=controller,
+            postgres_port=postgres,
+            brokers=brokers,
+            kafka_node_ports=free_ports(2 * (brokers - 1)) if brokers > 1 else [],
+            tls=os.environ.get("HORAE_TEST_TLS", "") not in ("", "0", "false"),
+        )
     )
     state_dir = Path(tempfile.mkdtemp(prefix=f"horae-test-{os.getpid()}-"))
     local = LocalStack.from_settings(settings, state_dir=state_dir)
@@ -90,7 +115,11 @@ def stack() -> Iterator[Endpoints]:
         if admin is not None:  # every client of the session (spawned processes too)
             os.environ["HORAE_KAFKA_USERNAME"] = admin.username
             os.environ["HORAE_KAFKA_PASSWORD"] = admin.password
-        yield local.endpoints
+        if local.tls is not None and local.kafka is not None:
+            os.environ.update(
+                {k: v for k, v in local.client_env().items() if k in CREDENTIAL_VARIABLES}
+            )
+        yield local
     finally:
         for name, value in saved.items():
             if value is None:
