@@ -420,7 +420,8 @@ def next_commands(settings: Settings, env: dict[str, str]) -> str:
             f'  curl -s -X POST $HORAE_API_URL/v1/schedules -H "Authorization: Bearer '
             f"$HORAE_API_TOKEN\" -H 'Content-Type: application/json' -d '{body}'",
             "  .venv/bin/horae history hello",
-            f"  open {url}/v1/docs   (the API reference; the token above authorizes it)",
+            f"  open {url}/console/login#token={token}   (the console, signed in with the token"
+            f" above; the API reference: {url}/v1/docs)",
         ]
     )
 

@@ -1,0 +1,228 @@
+"""Plain words for what a definition says: its schedule, its policies, its target.
+
+Pure functions of the definition's JSON (TriggerOut); no I/O. The schedule in words is a reading
+aid beside the expression, never a second implementation of it: the instants the console shows
+are the API's dry-run (the planner's own code), and an expression these words do not cover reads
+"custom schedule".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+NAMED_DAYS = {d[:3].lower(): i for i, d in enumerate(DAYS)}
+NAMED_MONTHS = {m[:3].lower(): i + 1 for i, m in enumerate(MONTHS)}
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+def _every(seconds: int) -> str:
+    for unit, size in (("day", 86_400), ("hour", 3600), ("minute", 60)):
+        if seconds % size == 0:
+            n = seconds // size
+            return f"every {unit}" if n == 1 else f"every {n} {unit}s"
+    return "every second" if seconds == 1 else f"every {seconds} seconds"
+
+
+def _day(field: str) -> str | None:
+    names = []
+    for part in field.lower().split(","):
+        if "-" in part:
+            a, _, b = part.partition("-")
+            lo, hi = NAMED_DAYS.get(a, a), NAMED_DAYS.get(b, b)
+            if not (str(lo).isdigit() and str(hi).isdigit()):
+                return None
+            lo, hi = int(lo) % 7, int(hi) % 7
+            if (lo, hi) == (1, 5):
+                names.append("weekdays")
+            else:
+                names.append(f"{DAYS[lo]} to {DAYS[hi]}")
+            continue
+        value = NAMED_DAYS.get(part, part)
+        if not str(value).isdigit() or int(value) > 7:
+            return None
+        names.append(DAYS[int(value) % 7])
+    return ", ".join(names)
+
+
+def _number(field: str, top: int) -> int | None:
+    return int(field) if field.isdigit() and int(field) < top else None
+
+
+def cron_words(expr: str) -> str:
+    """``"0 9 * * 1-5"`` → ``"at 09:00 on weekdays"``; "custom schedule" when not covered."""
+    fields = MACROS.get(expr.strip().lower(), expr).split()
+    if len(fields) == 5:
+        fields = ["0", *fields]
+    if len(fields) != 6:
+        return "custom schedule"
+    second, minute, hour, dom, month, dow = fields
+    when: str | None = None
+    if second.startswith("*/") and minute == hour == "*" and second[2:].isdigit():
+        when = _every(int(second[2:]))
+    elif second == "*" and minute == hour == "*":
+        when = "every second"
+    elif _number(second, 60) is not None and minute.startswith("*/") and hour == "*":
+        step = minute[2:]
+        when = _every(int(step) * 60) if step.isdigit() else None
+    elif _number(second, 60) is not None and minute == "*" and hour == "*":
+        when = "every minute"
+    elif (s := _number(second, 60)) is not None and (m := _number(minute, 60)) is not None:
+        if hour == "*":
+            when = f"every hour at minute {m}"
+        elif hour.startswith("*/") and hour[2:].isdigit():
+            when = f"{_every(int(hour[2:]) * 3600)} at minute {m}"
+        else:
+            hours = [_number(h, 24) for h in hour.split(",")]
+            if hours and all(h is not None for h in hours):
+                sec = f":{s:02d}" if s else ""
+                when = "at " + ", ".join(f"{h:02d}:{m:02d}{sec}" for h in hours if h is not None)
+    if when is None:
+        return "custom schedule"
+    parts = [when]
+    if dom != "*" and dom != "?":
+        if not all(p.isdigit() for p in dom.split(",")):
+            return "custom schedule"
+        parts.append("on day " + ", ".join(dom.split(",")) + " of the month")
+    if month != "*":
+        names = [NAMED_MONTHS.get(p.lower(), p) for p in month.split(",")]
+        if not all(str(n).isdigit() and 1 <= int(n) <= 12 for n in names):
+            return "custom schedule"
+        parts.append("in " + ", ".join(MONTHS[int(n) - 1] for n in names))
+    if dow != "*" and dow != "?":
+        days = _day(dow)
+        if days is None:
+            return "custom schedule"
+        parts.append(f"on {days}")
+    return " ".join(parts)
+
+
+def schedule_words(recurrence: dict[str, Any]) -> str:
+    kind = recurrence.get("kind")
+    zone = recurrence.get("zone") or "UTC"
+    if kind == "cron":
+        text = f"{cron_words(str(recurrence.get('expr') or ''))} ({zone})"
+    elif kind == "every":
+        text = _every(int(recurrence.get("interval_s") or 0))
+    elif kind == "at":
+        n = len(recurrence.get("instants") or [])
+        text = "once" if n == 1 else f"at {n} set instants"
+    else:
+        return "custom schedule"
+    if recurrence.get("count"):
+        text += f", {recurrence['count']} times"
+    return text
+
+
+def expression(recurrence: dict[str, Any]) -> str:
+    kind = recurrence.get("kind")
+    if kind == "cron":
+        return str(recurrence.get("expr") or "")
+    if kind == "every":
+        return f"@every {recurrence.get('interval_s')}s"
+    return "@at " + ", ".join(str(i) for i in recurrence.get("instants") or [])
+
+
+def target_words(target: dict[str, Any]) -> str:
+    if target.get("kind") == "event":
+        return f"event on {target.get('topic')}"
+    return f"{target.get('method') or 'POST'} {target.get('url')}"
+
+
+MISFIRE = {
+    "fire_once": "after an outage, the instants it missed fire once, together, as one catch-up "
+    "fire; older than the horizon they are expired",
+    "fire_all": "after an outage, every instant it missed fires (at most max_catchup of them), "
+    "in order, on the catch-up lane",
+    "skip": "after an outage, the instants it missed are skipped (recorded, not fired)",
+}
+OVERLAP = {
+    "allow": "a fire may start while the previous one is still being delivered",
+    "skip": "a fire due while the previous one is still being delivered is skipped",
+    "buffer_one": "one fire waits while the previous one is delivered; more are skipped",
+    "replace": "a new fire cancels the previous one still being delivered",
+}
+DST_GAP = {
+    "shift": "a local time the clocks skip (spring forward) fires at the first valid time after",
+    "skip": "a local time the clocks skip (spring forward) does not fire that day",
+}
+DST_REPEAT = {
+    "first": "a local time that happens twice (fall back) fires once, the first time",
+    "both": "a local time that happens twice (fall back) fires both times",
+}
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    for unit, size in (("day", 86_400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}" + ("s" if n != 1 else "")
+    return f"{seconds} s"
+
+
+def policy_words(trigger: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(name, value, what it means) for each policy of a TriggerOut."""
+    p = trigger.get("policies") or {}
+    r = trigger.get("recurrence") or {}
+    retry = p.get("retry") or {}
+    misfire = str(p.get("misfire", "fire_once"))
+    rows = [
+        ("misfire", misfire, MISFIRE.get(misfire, "")),
+        (
+            "misfire_grace_s",
+            str(p.get("misfire_grace_s", 60)),
+            f"a fire decided more than {_duration(p.get('misfire_grace_s', 60))} after its "
+            "instant counts as missed",
+        ),
+        (
+            "horizon_s",
+            str(p.get("horizon_s", 86_400)),
+            f"missed instants older than {_duration(p.get('horizon_s', 86_400))} are expired, "
+            "never fired",
+        ),
+        ("max_catchup", str(p.get("max_catchup", 10)), "the most missed instants fire_all fires"),
+        ("overlap", str(p.get("overlap", "allow")), OVERLAP.get(str(p.get("overlap")), "")),
+        (
+            "jitter_s",
+            str(p.get("jitter_s", 0)),
+            "each fire is delayed by a stable random amount up to this many seconds"
+            if p.get("jitter_s")
+            else "no jitter: fires are due at their instant",
+        ),
+        (
+            "retry",
+            f"{retry.get('max_attempts', 5)} attempts",
+            f"a failed delivery is tried again up to {retry.get('max_attempts', 5)} attempts in "
+            f"all, waits from {retry.get('base_s', 1.0)} s doubling up to {retry.get('max_s')} s",
+        ),
+        ("dst_gap", str(r.get("dst_gap", "shift")), DST_GAP.get(str(r.get("dst_gap")), "")),
+        (
+            "dst_repeat",
+            str(r.get("dst_repeat", "first")),
+            DST_REPEAT.get(str(r.get("dst_repeat")), ""),
+        ),
+    ]
+    return rows

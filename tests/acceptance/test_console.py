@@ -1,0 +1,365 @@
+"""The console in a real browser: Debian's chromium driven by Playwright, against a real API,
+planner, projector and dispatcher on the test stack (topics under this module's prefix, read
+models in a schema of its own), two tenants.
+
+Journeys: ship a job (sign in by the login link, create with the zone picker, see the next
+instants as you type, save, watch the first fire appear in the history with its lateness); pause
+and resume (the state shown is the API's); a read-only token sees no write control and a forged
+POST is refused by the API; tenant B never sees tenant A's schedule by URL. Every page is checked
+with axe-core (vendored in ``tests/acceptance/axe/``) for serious or critical violations and for
+Content-Security-Policy errors; a screenshot of each is saved under ``$HORAE_TEST_OUTPUT/console``
+(default: pytest's base temporary directory), the path printed.
+
+No browser (``/usr/bin/chromium``, installed by ``scripts/bootstrap`` as root): a skip, or a
+failure under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from horae.api.auth import issue
+from horae.contracts.admin import delete_under
+from horae.contracts.events import Role
+from horae.devstack.stack import Endpoints
+from tests.net import free_ports, kill_all
+from tests.waiting import wait_until
+
+CHROMIUM = Path("/usr/bin/chromium")
+AXE = Path(__file__).parent / "axe" / "axe.min.js"
+A, B = "acme", "globex"
+RAN = ("fired", "succeeded")
+
+if not CHROMIUM.exists():
+    WHY = f"no browser at {CHROMIUM} (scripts/bootstrap installs Debian's chromium as root)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true: {WHY}", pytrace=False)
+    pytest.skip(WHY, allow_module_level=True)
+
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+
+
+@dataclass
+class Console:
+    url: str
+    keys: dict[str, str]
+    logs: Path
+    shots: Path
+    checked: list[str] = field(default_factory=list)
+
+    def token(self, tenant: str, *roles: Role, subject: str = "alice") -> str:
+        return issue(self.keys, "k1", tenant=tenant, roles=list(roles), subject=subject, ttl_s=3600)
+
+    def api(self, token: str, method: str, path: str, **kw: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}"}
+        return httpx.request(method, self.url + path, headers=headers, timeout=30, **kw)
+
+    def tail(self) -> str:
+        return "".join(
+            f"\n--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+            for p in sorted(self.logs.glob("*.log"))
+        )
+
+
+def _horae(env: dict[str, str], *args: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "horae.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"horae {' '.join(args)}: {done.stdout}{done.stderr}"
+
+
+@pytest.fixture(scope="module")
+def console(stack: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    unique = uuid.uuid4().hex[:10]
+    prefix, schema = f"t{unique}.", f"console{unique}"
+    [port] = free_ports(1)
+    keys = {"k1": secrets.token_hex(32)}
+    env = dict(
+        os.environ,
+        HORAE_KAFKA_BOOTSTRAP=stack.kafka_bootstrap,
+        HORAE_DATABASE_URL=stack.database_url,
+        HORAE_TOPIC_PREFIX=prefix,
+        HORAE_TOPIC_PARTITIONS="3",
+        HORAE_PROJECTION_SCHEMA=schema,
+        HORAE_TENANT_KEYS=json.dumps({t: {f"{t}-1": secrets.token_hex(16)} for t in (A, B)}),
+        HORAE_PLATFORM_KEY=secrets.token_hex(16),
+        HORAE_API_TOKEN_KEYS=json.dumps(keys),
+        HORAE_API_PORT=str(port),
+        HORAE_MIN_INTERVAL_S="1",
+        HORAE_PLANNER_SLOT=f"console-{unique}",
+        HORAE_DISPATCHER_SLOT=f"console-{unique}",
+        HORAE_DISPATCHER_ALLOW=json.dumps(["127.0.0.1/32"]),
+        HORAE_PROJECTOR_BATCH_MS="100",
+        HORAE_LOG_LEVEL="WARNING",
+    )
+    for name in ("HORAE_API_TOKEN_KID", "HORAE_API_HOST"):
+        env.pop(name, None)
+    base = Path(os.environ.get("HORAE_TEST_OUTPUT") or tmp_path_factory.getbasetemp())
+    shots = base / "console"
+    shots.mkdir(parents=True, exist_ok=True)
+    logs = tmp_path_factory.mktemp("console-logs")
+    processes: list[subprocess.Popen[bytes]] = []
+    served = Console(f"http://127.0.0.1:{port}", keys, logs, shots)
+    try:
+        _horae(env, "topics", "apply")
+        _horae(env, "migrate")
+        for name in ("planner", "projector", "dispatcher", "api"):
+            with (logs / f"{name}.log").open("wb") as log:
+                processes.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "horae.cli.main", name],
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+
+        def ready() -> bool:
+            assert all(p.poll() is None for p in processes), served.tail()
+            try:
+                return httpx.get(f"{served.url}/readyz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(ready, timeout_s=90, message=served.tail)
+        yield served
+        print(f"\nconsole screenshots: {shots}")
+    finally:
+        kill_all(processes)
+        delete_under(stack.kafka_bootstrap, prefix)
+        with psycopg.connect(stack.database_url, autocommit=True) as conn:
+            for name in (schema, f"{schema}_api"):
+                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    opened.on("pageerror", lambda e: errors.append(str(e)))
+    yield opened
+    context.close()
+    csp = [e for e in errors if "Content Security Policy" in e or "Refused to" in e]
+    assert csp == [], csp
+
+
+def sign_in(console: Console, page: Page, token: str) -> None:
+    """The login link ``horae demo`` prints: the token in the fragment fills the form."""
+    page.goto(f"{console.url}/console/login#token={token}")
+    expect(page.locator("#token")).to_have_value(token)
+    assert "#token" not in page.url
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Schedules")).to_be_visible()
+
+
+def check(console: Console, page: Page, name: str) -> None:
+    """No serious or critical axe-core violation on the page; its screenshot saved."""
+    page.evaluate(AXE.read_text())
+    result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    bad = [
+        (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
+        for v in result["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert bad == [], f"{name}: {bad}"
+    page.screenshot(path=str(console.shots / f"{name}.png"), full_page=True)
+    console.checked.append(name)
+
+
+def listed(page: Page, trigger_id: str) -> None:
+    def shown() -> bool:
+        page.reload()
+        return page.locator(f"tr[data-trigger='{trigger_id}']").count() == 1
+
+    wait_until(shown, timeout_s=60, interval_s=0.5)
+
+
+def api_state(console: Console, token: str, trigger_id: str) -> str:
+    got = console.api(token, "GET", f"/v1/schedules/{trigger_id}")
+    assert got.status_code == 200, got.text
+    state: str = got.json()["state"]
+    return state
+
+
+def create_via_api(console: Console, token: str, trigger_id: str, tenant: str) -> None:
+    body = {
+        "trigger_id": trigger_id,
+        "recurrence": {"kind": "cron", "expr": "*/3 * * * * *", "zone": "Europe/Berlin"},
+        "target": {"kind": "event", "topic": f"events.{tenant}"},
+        "labels": {"team": "ops"},
+    }
+    made = console.api(token, "POST", "/v1/schedules", json=body)
+    assert made.status_code == 201, made.text
+
+
+@pytest.mark.timeout(300)
+def test_ship_a_job(console: Console, page: Page) -> None:
+    author = console.token(A, Role.AUTHOR)
+    page.goto(f"{console.url}/console/login")
+    check(console, page, "login")
+    sign_in(console, page, author)
+    page.get_by_role("link", name="New schedule").click()
+    page.get_by_label("Id", exact=True).fill("first-job")
+    page.get_by_label("Cron").fill("*/2 * * * * *")
+    page.get_by_label("Time zone").fill("Asia/Kathmandu")  # +05:45, no UTC arithmetic to do
+    preview = page.locator("#preview-table tbody tr")
+    expect(preview.first).to_contain_text("+05:45")
+    expect(preview).to_have_count(10)
+    page.get_by_label("Cron").fill("0 9 * * 1-5")
+    expect(preview.first).to_contain_text("09:00:00+05:45")
+    page.get_by_label("Cron").fill("0 9 * * * * * nonsense")  # the API's problem, as it says it
+    expect(page.locator("#preview .problem")).to_contain_text("recurrence.expr")
+    page.get_by_label("Cron").fill("*/2 * * * * *")
+    expect(preview.first).to_contain_text("+05:45")
+    check(console, page, "create")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("heading", name="first-job")).to_be_visible()
+    expect(page.locator("[role=status]")).to_contain_text("Created version 1")
+    expect(page.locator("#upcoming tbody tr")).to_have_count(10)
+    expect(page.locator("#upcoming tbody tr").first).to_contain_text("+05:45")
+    check(console, page, "schedule")
+
+    page.get_by_role("link", name="History").click()
+
+    def fired_with_lateness() -> bool:
+        page.reload()
+        cells = page.locator("#history tbody tr").first.locator("td")
+        if cells.count() != 9:
+            return False
+        return cells.nth(1).inner_text() in RAN and cells.nth(5).inner_text() != "—"
+
+    wait_until(fired_with_lateness, timeout_s=120, interval_s=1, message=console.tail)
+    first = page.locator("#history tbody tr").first
+    assert first.locator("td").nth(5).inner_text() != "—"
+    check(console, page, "history")
+
+    page.get_by_role("link", name="Schedules").first.click()
+    row = page.locator("tr[data-trigger='first-job']")
+    expect(row).to_contain_text("every 2 seconds")
+    expect(row.locator("[id^=last-]")).to_contain_text(re.compile("fired|succeeded"))
+    check(console, page, "schedules")
+
+    page.goto(f"{console.url}/console/morning")
+    expect(page.locator("#morning tr[data-trigger='first-job']")).to_be_visible()
+    check(console, page, "morning-after")
+    page.goto(f"{console.url}/console/lateness")
+    expect(page.locator("svg.chart")).to_be_visible()
+    check(console, page, "lateness")
+    page.goto(f"{console.url}/console/audit")
+    check(console, page, "audit")
+    page.goto(f"{console.url}/console/schedules/first-job/history")
+    page.locator("#history tbody tr").first.get_by_role("link").click()
+    expect(page.get_by_role("heading", name="Attempts")).to_be_visible()
+    check(console, page, "fire")
+
+
+@pytest.mark.timeout(300)
+def test_pause_and_resume_show_the_apis_state(console: Console, page: Page) -> None:
+    author = console.token(A, Role.AUTHOR)
+    create_via_api(console, author, "pausable", A)
+    sign_in(console, page, author)
+    page.goto(f"{console.url}/console/schedules/pausable")
+    for act, after in (("Pause", "paused"), ("Resume", "live")):
+        page.get_by_role("link", name=act, exact=True).click()
+        check(console, page, f"confirm-{act.lower()}")
+        page.get_by_role("button", name=act, exact=True).click()
+        expect(page.locator("[role=status]")).to_contain_text(f"{act}: requested (command")
+        wait_until(
+            lambda after=after: api_state(console, author, "pausable") == after,
+            timeout_s=60,
+            message=console.tail,
+        )
+        page.reload()
+        expect(page.locator("#state")).to_have_text(api_state(console, author, "pausable"))
+        expect(page.locator("#state")).to_have_text(after)
+
+
+@pytest.mark.timeout(300)
+def test_read_only_sees_no_write_control_and_a_forged_post_is_refused(
+    console: Console, page: Page
+) -> None:
+    author = console.token(A, Role.AUTHOR)
+    create_via_api(console, author, "guarded", A)
+    sign_in(console, page, console.token(A, Role.READ, subject="viewer"))
+    listed(page, "guarded")  # once the projector has it
+    assert page.get_by_role("link", name="New schedule").count() == 0
+    page.goto(f"{console.url}/console/schedules/guarded")
+    expect(page.get_by_role("heading", name="guarded")).to_be_visible()
+    for control in ("Pause", "Resume", "Run now", "Delete", "Save"):
+        assert page.get_by_role("link", name=control, exact=True).count() == 0, control
+        assert page.get_by_role("button", name=control, exact=True).count() == 0, control
+    check(console, page, "schedule-read-only")
+    csrf = page.locator("input[name=csrf]").first.get_attribute("value")
+    assert csrf
+    for act in ("pause", "run", "delete"):  # the session's own CSRF token: only the role is wrong
+        forged = page.request.post(
+            f"{console.url}/console/schedules/guarded/act", form={"csrf": csrf, "act": act}
+        )
+        assert forged.status == 403, (act, forged.status)
+        assert "needs role 'author'" in html.unescape(forged.text())
+    page.goto(f"{console.url}/console/new")  # the form shows, saving is the API's to refuse
+    forged = page.request.post(
+        f"{console.url}/console/new",
+        form={"csrf": csrf, "trigger_id": "sneaky", "expr": "* * * * *", "zone": "UTC"},
+    )
+    assert forged.status == 403 and "needs role 'author'" in html.unescape(forged.text())
+    no_csrf = page.request.post(
+        f"{console.url}/console/schedules/guarded/act", form={"act": "pause"}
+    )
+    assert no_csrf.status == 403 and "CSRF" in html.unescape(no_csrf.text())
+    assert api_state(console, author, "guarded") == "live"
+    assert console.api(author, "GET", "/v1/schedules/sneaky").status_code == 404
+
+
+@pytest.mark.timeout(300)
+def test_another_tenant_never_sees_it_by_url(console: Console, page: Page) -> None:
+    create_via_api(console, console.token(A, Role.AUTHOR), "secret-job", A)
+    sign_in(console, page, console.token(A, Role.READ))
+    listed(page, "secret-job")  # acme's list has it
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(console, page, console.token(B, Role.AUTHOR, Role.READ, subject="bob"))
+    assert page.locator("tr[data-trigger='secret-job']").count() == 0
+    for path in ("", "/history", "/confirm?act=delete"):
+        answer = page.goto(f"{console.url}/console/schedules/secret-job{path}")
+        assert answer is not None and answer.status == 404, path
+        expect(page.locator(".problem")).to_contain_text("'secret-job'")
+    check(console, page, "not-found")
+    forged = page.request.post(
+        f"{console.url}/console/schedules/secret-job/act",
+        form={
+            "csrf": page.locator("input[name=csrf]").first.get_attribute("value") or "",
+            "act": "delete",
+        },
+    )
+    assert forged.status == 404
+    assert api_state(console, console.token(A, Role.READ), "secret-job") == "live"
