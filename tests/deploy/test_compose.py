@@ -269,12 +269,22 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
         mark = time.monotonic()
         it.up(*SERVICES, "api-2", "api")
 
+        restarts: dict[str, int] = defaultdict(int)
+
         def all_ready() -> bool:
-            assert all(it.running(s) for s in SERVICES), it.logs()
+            # the supervisor's part (restart: unless-stopped in the file, "no" here so that the
+            # killed planner stays dead): a process that exits while the cluster settles (its
+            # start-up check of Kafka gives up after 10 s on a loaded machine) is started again
+            for service in (*SERVICES, "api-2"):
+                if not it.running(service):
+                    restarts[service] += 1
+                    assert restarts[service] <= 3, it.logs(service)
+                    run(["podman", "start", it.container(service)], env=it.env)
             return all(_ready(f"http://127.0.0.1:{it.port(p)}/readyz") for p in ("61", "62", "60"))
 
         wait_until(all_ready, timeout_s=120, interval_s=1, message=it.logs)
         timings["processes_s"] = time.monotonic() - mark
+        timings["restarts"] = float(sum(restarts.values()))
         yield it
     finally:
         subprocess.run(
