@@ -12,11 +12,14 @@
 3. peak: ``--peak`` of the triggers fire at the same instant (``0 0 * * *`` UTC); the planner's
    virtual clock is moved to just before the next midnight (its clock gate widened for that), and
    the time from that instant until all of them are committed is measured. Fires/s is that
-   committed throughput. The others fire on a date months away, so nothing else is due.
+   committed throughput. The others fire on a date months away, so nothing else is due. The
+   peak's ramp: when its first, median and last decisions were committed (a transaction holds
+   at most ``HORAE_PLANNER_TXN_MAX_DECISIONS`` or fills for ``HORAE_PLANNER_TXN_MAX_MS``).
 
 Prints its figures; the last line is JSON:
 ``{"bytes_per_trigger": ..., "cold_start_s": ..., "cold_start_cpu_s": ..., "fires_per_s": ...,
-"peak_100k_s": ..., "peak_cpu_s": ..., "peak_instant": ..., "ingest_per_s": ...,
+"peak_100k_s": ..., "peak_cpu_s": ..., "first_decision_ms": ..., "p50_ms": ..., "p100_ms": ...,
+"peak_instant": ..., "ingest_per_s": ...,
 "ingest_cpu_us": ...}`` (the process's CPU seconds during the cold start and the peak — on a
 shared machine the steadier figures —, the peak's epoch second, and the load's definitions
 ingested per second and CPU µs per definition; the ingest figures are absent with
@@ -142,6 +145,8 @@ def _config(bootstrap: str, prefix: str, slot: str) -> PlannerConfig:
         session_timeout_ms=30_000,
         tenant_keys={TENANT: {KEY_ID: SECRET}},
         snapshot_changes=get_settings().planner.snapshot_changes,
+        txn_max_decisions=get_settings().planner.txn_max_decisions,
+        txn_max_s=get_settings().planner.txn_max_ms / 1000.0,
     )
 
 
@@ -209,6 +214,7 @@ def coldstart_and_peak(
     instant, fires committed)`` every 10 ms of the peak; ``on_offset``, when given, gets the
     virtual clock's offset (seconds ahead of the wall clock) once it is set for the peak."""
     offset = 0.0
+    curve = [] if curve is None else curve
     planner = Planner(
         _config(bootstrap, prefix, "bench"),
         clock=WallClock(lambda: time.time() + offset),
@@ -244,12 +250,11 @@ def coldstart_and_peak(
     cpu = time.process_time()
     real_instant = time.monotonic() + 1.0
     while (committed := _fired(planner) - base) < peak:
-        if curve is not None:
-            curve.append((time.monotonic() - real_instant, committed))
-        time.sleep(0.01)
+        curve.append((time.monotonic() - real_instant, committed))
+        time.sleep(0.005)
     peak_s = time.monotonic() - real_instant
-    if curve is not None:
-        curve.append((peak_s, committed))
+    curve.append((peak_s, committed))
+    ramp = peak_ramp(curve, peak)
     cpu = time.process_time() - cpu
     if snapshots is not None:  # the next start loads the snapshots this run's planner owes
         while snapshots.due(planner.indexes) and time.monotonic() - real_instant < peak_s + 300:
@@ -259,7 +264,8 @@ def coldstart_and_peak(
     thread.join()
     print(
         f"peak: {peak} instants committed {peak_s:.2f} s after the first was due "
-        f"({peak / peak_s:,.0f} fires/s)"
+        f"({peak / peak_s:,.0f} fires/s); the first committed after {ramp['first_decision_ms']} "
+        f"ms, half after {ramp['p50_ms']} ms, the last after {ramp['p100_ms']} ms"
     )
     return {
         "bytes_per_trigger": round(per_trigger),
@@ -268,10 +274,26 @@ def coldstart_and_peak(
         "fires_per_s": round(peak / peak_s),
         "peak_100k_s": round(peak_s, 2),
         "peak_cpu_s": round(cpu, 2),
+        **ramp,
         "peak_instant": midnight,
         "index": INDEX.kind,
         "snapshots_loaded": loaded,
         "changelog_records_read": replayed,
+    }
+
+
+def peak_ramp(curve: list[tuple[float, float]], peak: int) -> dict[str, int]:
+    """When (ms after the instant) the first, the median and the last decision of a peak were
+    committed, from ``(seconds since the instant, decisions committed)`` samples: a peak that
+    streams into the ledger is a ramp (its median well before its last), one transaction a step."""
+
+    def reached(n: float) -> int:
+        return round(1000 * next(t for t, done in curve if done >= n))
+
+    return {
+        "first_decision_ms": max(0, reached(1)),
+        "p50_ms": max(0, reached(peak / 2)),
+        "p100_ms": max(0, reached(peak)),
     }
 
 

@@ -46,6 +46,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         command_max_ttl_s=settings.command_max_ttl_s,
         overlap_attempt_s=mine.overlap_attempt_s,
         snapshot_changes=mine.snapshot_changes,
+        txn_max_decisions=mine.txn_max_decisions,
+        txn_max_s=mine.txn_max_ms / 1000.0,
     )
     planner = Planner(config, gc=FreezeAfterRebuild())
     serve_metrics(mine.metrics_port, planner.metrics.registry)

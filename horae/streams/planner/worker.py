@@ -72,6 +72,8 @@ from horae.streams.planner.sharing import SharedValues
 from horae.streams.planner.snapshot import Snapshots, ensure_snapshot_topic, snapshot_topic
 
 log = logging.getLogger(__name__)
+#: triggers decided per call into the decider: how often a filling transaction checks its bounds
+DECIDE_CHUNK = 256
 #: the name the loop beats under (:class:`~horae.kafka.txn.HangWatch`)
 LOOP = "planner loop"
 #: logged when the group takes partitions away without a rebalance (session expired, fenced)
@@ -89,7 +91,11 @@ class PlannerConfig:
     tick_s: float = 1.0
     epsilon_s: float = 0.0  # decide instants due at now − ε
     max_skew_s: float = 2.0
-    batch_limit: int = 20_000  # most decisions per transaction
+    batch_limit: int = 20_000  # most decisions per partition and iteration
+    #: a transaction is committed once it holds about this many decisions, or has been filling
+    #: for ``txn_max_s``, whichever first: a peak streams into the ledger (docs/performance.md)
+    txn_max_decisions: int = 2_000
+    txn_max_s: float = 0.05
     session_timeout_ms: int = 10_000
     tenant_keys: TenantKeys | None = None  # definition- and command-signing keys
     grants: Grants | None = None  # key roles, tenant ceilings, secret refs (None: defaults)
@@ -327,27 +333,77 @@ class Planner:
         spoilt: set[int] = set()  # partitions whose index a failed record may have half changed
         for record in records:
             outputs.extend(self._guarded(record, now, left, spoilt))
-        decide_until = now - self.config.epsilon_s
-        for p, index in self.indexes.items():
-            if p in spoilt:
-                continue
-            outputs.extend(
-                self.decider.decide_due(index, decide_until, now, self.config.batch_limit)
-            )
-            index.settle()  # the iteration's entries go back into the index's representation
+        decided = self._decide(now, outputs, left, spoilt)
+        if decided is None:
+            return  # a transaction aborted: every index was rebuilt, the iteration ends here
+        outputs, total = decided
         if outputs or spoilt or self._owes_commit(records):
-            committed = self._commit(outputs, now, left)
-            if spoilt and committed:  # back to the committed state, and read again from there
-                with self.gc.rebuilding():
-                    for p in spoilt & set(self.indexes):
-                        self.indexes[p] = self._rebuild(p)
-                self.txn.rewind()
-        if self.snapshots is not None and len(outputs) < self.config.batch_limit:
+            self._commit_step(outputs, now, left, spoilt)
+        if self.snapshots is not None and total < self.config.batch_limit:
             # every index is the committed state here; not in a burst of decisions (a peak):
             # a snapshot's records would lengthen the next commit
             self._snapshot_out = self.snapshots.owed(self.indexes)
         earliest = [d for i in self.indexes.values() if (d := i.earliest_due()) is not None]
         self.metrics.oldest_due_age.set(max(0.0, now - min(earliest)) if earliest else 0.0)
+
+    def _decide(
+        self,
+        now: float,
+        outputs: list[Emit],
+        left: dict[TopicPartitionKey, int],
+        spoilt: set[int],
+    ) -> tuple[list[Emit], int] | None:
+        """Decide every owned partition's due instants (up to ``batch_limit`` per partition),
+        appending to ``outputs``. A transaction is committed as soon as it holds
+        ``txn_max_decisions`` decisions or has been filling for ``txn_max_s``, so a peak streams
+        into the ledger instead of waiting for its last decision; what is left is returned for
+        the iteration's last commit, with the number of records decided in all. None when a
+        commit aborted (the indexes were rebuilt: nothing more is decided this iteration)."""
+        cfg = self.config
+        until = now - cfg.epsilon_s
+        opened, in_txn, total = self.clock.monotonic(), 0, 0
+        for p, index in list(self.indexes.items()):
+            if p in spoilt:
+                continue
+            budget = cfg.batch_limit
+            while budget > 0:
+                n = min(budget, DECIDE_CHUNK)
+                chunk = self.decider.decide_due(index, until, now, n)
+                if not chunk:
+                    break
+                outputs.extend(chunk)
+                total += len(chunk)
+                budget -= n
+                in_txn += n
+                if (
+                    in_txn < cfg.txn_max_decisions
+                    and self.clock.monotonic() - opened < cfg.txn_max_s
+                ):
+                    continue
+                index.settle()
+                if not self._commit_step(outputs, now, left, spoilt):
+                    return None
+                spoilt = set()  # rebuilt and rewound with the first commit
+                outputs, in_txn, opened = [], 0, self.clock.monotonic()
+            index.settle()  # the iteration's entries go back into the index's representation
+        return outputs, total
+
+    def _commit_step(
+        self,
+        outputs: Sequence[Emit],
+        now: float,
+        left: dict[TopicPartitionKey, int],
+        spoilt: set[int],
+    ) -> bool:
+        """:meth:`_commit`; then the partitions a failed record spoilt go back to the committed
+        state, and are read again from there (:mod:`~.poison`)."""
+        committed = self._commit(outputs, now, left)
+        if spoilt and committed:
+            with self.gc.rebuilding():
+                for p in spoilt & set(self.indexes):
+                    self.indexes[p] = self._rebuild(p)
+            self.txn.rewind()
+        return committed
 
     def _wait_s(self) -> float:
         until = self.config.tick_s
