@@ -139,6 +139,12 @@ def _ago(value: str | None) -> str:
     return f"in {text}" if seconds >= 0 else f"{text} ago"
 
 
+def now_of(request: Request) -> datetime:
+    """The API's clock (the service's: a test's virtual clock too)."""
+    now: datetime = request.app.state.service.clock()
+    return now.astimezone(UTC)
+
+
 def _ms(value: Any) -> str:
     if value is None:
         return "—"
@@ -398,7 +404,7 @@ async def last_runs(request: Request, who: Principal, api: Api) -> Response:
         raise Problem(403, "Forbidden", "needs role 'read'")
     ids = [i for i in request.query_params.get("ids", "").split(",") if ID.match(i)][:PAGE_SIZE]
     history = request.app.state.service.history
-    now = datetime.now(UTC)
+    now = now_of(request)
 
     def read() -> dict[str, dict[str, Any] | None]:
         return {i: _last_fire(history, who.tenant, i, now) for i in ids}
@@ -424,7 +430,7 @@ async def schedule(request: Request, who: Principal, api: Api) -> Response:
     trigger_id = _id(request.path_params["trigger_id"])
     trigger = await api.get(f"/v1/schedules/{trigger_id}")
     upcoming = await api.get(f"/v1/schedules/{trigger_id}/next", n=10)
-    now = datetime.now(UTC)
+    now = now_of(request)
     audit = await api.get(
         "/v1/audit",
         **{"from": (now - timedelta(days=30)).isoformat(), "to": now.isoformat(), "limit": 1000},
@@ -484,7 +490,7 @@ async def act(request: Request, who: Principal, api: Api) -> Response:
 # --- history -------------------------------------------------------------------------------
 def _window(request: Request, back: timedelta, ahead: timedelta) -> tuple[str, str]:
     q = request.query_params
-    now = datetime.now(UTC).replace(microsecond=0)
+    now = now_of(request).replace(microsecond=0)
     start = q.get("from") or (now - back).isoformat().replace("+00:00", "Z")
     end = q.get("to") or (now + ahead).isoformat().replace("+00:00", "Z")
     return start, end
@@ -566,7 +572,7 @@ async def morning(request: Request, who: Principal, api: Api) -> Response:
     else:
         groups.sort(key=lambda g: (-g["damage"], g["trigger_id"]))
     listing = await api.get("/v1/schedules", limit=1000, state="live")
-    soon = datetime.now(UTC) + timedelta(hours=1)
+    soon = now_of(request) + timedelta(hours=1)
     upcoming = sorted(
         (
             (i["next_instants"][0], i)
@@ -727,6 +733,196 @@ async def create(request: Request, who: Principal, api: Api) -> Response:
     return _redirect(f"/console/schedules/{made['trigger_id']}?{urlencode({'done': said})}")
 
 
+# --- edit, backfill ------------------------------------------------------------------------
+#: TriggerOut fields the API fills (an amend sending one is refused)
+FILLED = (
+    "tenant",
+    "version",
+    "state",
+    "run_state",
+    "author",
+    "role",
+    "authored_at",
+    "created_at",
+    "updated_at",
+    "next_instants",
+)
+
+
+def form_of(trigger: dict[str, Any]) -> dict[str, str]:
+    """The edit form's fields from a TriggerOut."""
+    r, t, p = trigger["recurrence"], trigger["target"], trigger.get("policies") or {}
+    return {
+        "trigger_id": trigger["trigger_id"],
+        "description": trigger.get("description") or "",
+        "labels": ", ".join(f"{k}={v}" for k, v in (trigger.get("labels") or {}).items()),
+        "kind": r["kind"],
+        "expr": r.get("expr") or "",
+        "interval_s": str(r.get("interval_s") or ""),
+        "zone": r.get("zone") or "UTC",
+        "dst_gap": r.get("dst_gap") or "shift",
+        "dst_repeat": r.get("dst_repeat") or "first",
+        "target_kind": t["kind"],
+        "topic": t.get("topic") or "",
+        "url": t.get("url") or "",
+        "secret_ref": (t.get("secret_refs") or [""])[0],
+        "misfire": str(p.get("misfire", "fire_once")),
+        "overlap": str(p.get("overlap", "allow")),
+        "jitter_s": str(p.get("jitter_s", 0)),
+        "misfire_grace_s": str(p.get("misfire_grace_s", 60)),
+    }
+
+
+def amended(trigger: dict[str, Any], form: dict[str, str], tenant: str) -> dict[str, Any]:
+    """The current definition with the form's fields changed (every other field kept)."""
+    edited = definition(form, tenant)
+    body = {k: v for k, v in trigger.items() if k not in FILLED}
+    recurrence = dict(trigger["recurrence"])
+    if recurrence.get("kind") != edited["recurrence"]["kind"]:
+        for name in ("expr", "interval_s", "anchor", "instants"):
+            recurrence.pop(name, None)
+    recurrence.update(edited["recurrence"])
+    target = dict(trigger["target"])
+    if target.get("kind") != edited["target"]["kind"]:
+        target = edited["target"]
+    else:
+        target.update(edited["target"])
+    body["recurrence"], body["target"] = recurrence, target
+    body["policies"] = {**(trigger.get("policies") or {}), **edited["policies"]}
+    body["labels"] = edited.get("labels", {})
+    body.pop("description", None)
+    if edited.get("description"):
+        body["description"] = edited["description"]
+    return body
+
+
+def _form_context(who: Principal) -> dict[str, Any]:
+    return {
+        "zones": zones(),
+        "misfire": words.MISFIRE,
+        "overlap": words.OVERLAP,
+        "dst_gap": words.DST_GAP,
+        "dst_repeat": words.DST_REPEAT,
+    }
+
+
+@page("/console/schedules/{trigger_id}/edit")
+async def edit(request: Request, who: Principal, api: Api) -> Response:
+    trigger = await api.get(f"/v1/schedules/{_id(request.path_params['trigger_id'])}")
+    return render(
+        request,
+        "edit.html",
+        who=who,
+        t=trigger,
+        form=form_of(trigger),
+        editing=True,
+        **_form_context(who),
+    )
+
+
+@page("/console/schedules/{trigger_id}/diff", ("POST",))
+async def diff(request: Request, who: Principal, api: Api) -> Response:
+    """The edit's dry-run and its what-if against the stored version over the next 7 days."""
+    trigger_id = _id(request.path_params["trigger_id"])
+    form: dict[str, str] = request.state.form
+    zone = form.get("zone") or "UTC"
+    try:
+        trigger = await api.get(f"/v1/schedules/{trigger_id}")
+        proposed = amended(trigger, form, who.tenant)
+        rows = await api.send("POST", "/v1/dry-run?n=10", proposed)
+        now = now_of(request).replace(microsecond=0)
+        window = {"from": now.isoformat(), "to": (now + timedelta(days=7)).isoformat()}
+        changed = await api.send(
+            "POST", f"/v1/schedules/{trigger_id}/what-if", {"proposed": proposed, **window}
+        )
+    except Problem as p:
+        return render(request, "_diff.html", who=who, problem=p, zone=zone)
+    return render(request, "_diff.html", who=who, problem=None, rows=rows, diff=changed, zone=zone)
+
+
+@page("/console/schedules/{trigger_id}/edit", ("POST",))
+async def save_edit(request: Request, who: Principal, api: Api) -> Response:
+    trigger_id = _id(request.path_params["trigger_id"])
+    form: dict[str, str] = request.state.form
+    trigger = await api.get(f"/v1/schedules/{trigger_id}")
+    held = form.get("version", "")
+    try:
+        body = amended(trigger, form, who.tenant)
+        body.pop("trigger_id", None)
+        made = await api.send(
+            "PUT", f"/v1/schedules/{trigger_id}", body, headers={"If-Match": f'"{held}"'}
+        )
+    except Problem as p:
+        if p.status == 401:
+            raise
+        shown = {**trigger, "version": int(held) if held.isdigit() else trigger["version"]}
+        return render(
+            request,
+            "edit.html",
+            p.status,
+            who,
+            t=shown,
+            form={**form_of(trigger), **form},
+            editing=True,
+            problem=p,
+            **_form_context(who),
+        )
+    said = f"Saved version {made['version']}"
+    return _redirect(f"/console/schedules/{trigger_id}?{urlencode({'done': said})}")
+
+
+@page("/console/schedules/{trigger_id}/backfill")
+async def backfill_form(request: Request, who: Principal, api: Api) -> Response:
+    trigger = await api.get(f"/v1/schedules/{_id(request.path_params['trigger_id'])}")
+    now = now_of(request).replace(microsecond=0)
+    window = {
+        "from": (now - timedelta(hours=1)).isoformat().replace("+00:00", "Z"),
+        "to": now.isoformat().replace("+00:00", "Z"),
+        "reason": "",
+    }
+    return render(request, "backfill.html", who=who, t=trigger, window=window, cost=None, done=None)
+
+
+@page("/console/schedules/{trigger_id}/backfill", ("POST",))
+async def backfill(request: Request, who: Principal, api: Api) -> Response:
+    """First the cost and a confirm token (the API's first call), then, confirmed, the act."""
+    trigger_id = _id(request.path_params["trigger_id"])
+    form: dict[str, str] = request.state.form
+    trigger = await api.get(f"/v1/schedules/{trigger_id}")
+    window = {k: form.get(k, "") for k in ("from", "to", "reason")}
+    body: dict[str, Any] = {"from": window["from"], "to": window["to"]}
+    if window["reason"]:
+        body["reason"] = window["reason"]
+    if form.get("confirm"):
+        body["confirm"] = form["confirm"]
+    try:
+        answer = await api.send("POST", f"/v1/schedules/{trigger_id}/backfill", body)
+    except Problem as p:
+        if p.status == 401:
+            raise
+        return render(
+            request,
+            "backfill.html",
+            p.status,
+            who,
+            t=trigger,
+            window=window,
+            cost=None,
+            done=None,
+            problem=p,
+        )
+    confirmed = "command_id" in answer
+    return render(
+        request,
+        "backfill.html",
+        who=who,
+        t=trigger,
+        window=window,
+        cost=None if confirmed else answer,
+        done=answer if confirmed else None,
+    )
+
+
 # --- audit, lateness -----------------------------------------------------------------------
 @page("/console/audit")
 async def audit(request: Request, who: Principal, api: Api) -> Response:
@@ -744,7 +940,7 @@ async def lateness(request: Request, who: Principal, api: Api) -> Response:
     trigger, each bucket one call of the API's lateness route."""
     trigger_id = request.query_params.get("trigger", "")
     hours = min(48, max(1, int(request.query_params.get("hours", "12") or 12)))
-    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    now = now_of(request).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     path = f"/v1/schedules/{_id(trigger_id)}/lateness" if trigger_id else "/v1/lateness"
     buckets = []
     for i in range(hours, 0, -1):

@@ -152,11 +152,12 @@ def target_words(target: dict[str, Any]) -> str:
 
 
 MISFIRE = {
-    "fire_once": "after an outage, the instants it missed fire once, together, as one catch-up "
-    "fire; older than the horizon they are expired",
-    "fire_all": "after an outage, every instant it missed fires (at most max_catchup of them), "
-    "in order, on the catch-up lane",
-    "skip": "after an outage, the instants it missed are skipped (recorded, not fired)",
+    "fire_once": "after an outage (or a pause), only the latest missed instant fires, late, on "
+    "the catch-up lane (none if an on-time instant fires with it); the others are recorded "
+    "skipped; instants older than the horizon are expired",
+    "fire_all": "after an outage (or a pause), the latest max_catchup missed instants fire, late, "
+    "on the catch-up lane; the others are recorded skipped",
+    "skip": "after an outage (or a pause), missed instants are recorded skipped, none fires",
 }
 OVERLAP = {
     "allow": "a fire may start while the previous one is still being delivered",
@@ -194,8 +195,8 @@ def policy_words(trigger: dict[str, Any]) -> list[tuple[str, str, str]]:
         (
             "misfire_grace_s",
             str(p.get("misfire_grace_s", 60)),
-            f"a fire decided more than {_duration(p.get('misfire_grace_s', 60))} after its "
-            "instant counts as missed",
+            f"an instant at most {_duration(p.get('misfire_grace_s', 60))} late still fires on "
+            "time; later, it is missed (the misfire policy decides)",
         ),
         (
             "horizon_s",
@@ -203,7 +204,11 @@ def policy_words(trigger: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"missed instants older than {_duration(p.get('horizon_s', 86_400))} are expired, "
             "never fired",
         ),
-        ("max_catchup", str(p.get("max_catchup", 10)), "the most missed instants fire_all fires"),
+        (
+            "max_catchup",
+            str(p.get("max_catchup", 10)),
+            "the most missed instants fire_all fires after an outage",
+        ),
         ("overlap", str(p.get("overlap", "allow")), OVERLAP.get(str(p.get("overlap")), "")),
         (
             "jitter_s",

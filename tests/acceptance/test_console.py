@@ -60,7 +60,23 @@ class Console:
     keys: dict[str, str]
     logs: Path
     shots: Path
+    env: dict[str, str] = field(default_factory=dict)
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     checked: list[str] = field(default_factory=list)
+
+    def start(self, name: str) -> None:
+        with (self.logs / f"{name}.log").open("ab") as log:
+            self.processes[name] = subprocess.Popen(
+                [sys.executable, "-m", "horae.cli.main", name],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def stop(self, name: str) -> None:
+        """SIGTERM and wait: the process drains and leaves its group."""
+        self.processes[name].terminate()
+        self.processes[name].wait(60)
 
     def token(self, tenant: str, *roles: Role, subject: str = "alice") -> str:
         return issue(self.keys, "k1", tenant=tenant, roles=list(roles), subject=subject, ttl_s=3600)
@@ -118,24 +134,15 @@ def console(stack: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Itera
     shots = base / "console"
     shots.mkdir(parents=True, exist_ok=True)
     logs = tmp_path_factory.mktemp("console-logs")
-    processes: list[subprocess.Popen[bytes]] = []
-    served = Console(f"http://127.0.0.1:{port}", keys, logs, shots)
+    served = Console(f"http://127.0.0.1:{port}", keys, logs, shots, env)
     try:
         _horae(env, "topics", "apply")
         _horae(env, "migrate")
         for name in ("planner", "projector", "dispatcher", "api"):
-            with (logs / f"{name}.log").open("wb") as log:
-                processes.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "horae.cli.main", name],
-                        env=env,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                    )
-                )
+            served.start(name)
 
         def ready() -> bool:
-            assert all(p.poll() is None for p in processes), served.tail()
+            assert all(p.poll() is None for p in served.processes.values()), served.tail()
             try:
                 return httpx.get(f"{served.url}/readyz", timeout=2).status_code == 200
             except httpx.TransportError:
@@ -145,7 +152,7 @@ def console(stack: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield served
         print(f"\nconsole screenshots: {shots}")
     finally:
-        kill_all(processes)
+        kill_all(list(served.processes.values()))
         delete_under(stack.kafka_bootstrap, prefix)
         with psycopg.connect(stack.database_url, autocommit=True) as conn:
             for name in (schema, f"{schema}_api"):
@@ -363,3 +370,59 @@ def test_another_tenant_never_sees_it_by_url(console: Console, page: Page) -> No
     )
     assert forged.status == 404
     assert api_state(console, console.token(A, Role.READ), "secret-job") == "live"
+
+
+@pytest.mark.timeout(300)
+def test_edit_with_the_diff(console: Console, page: Page) -> None:
+    author = console.token(A, Role.AUTHOR)
+    create_via_api(console, author, "editable", A)
+    sign_in(console, page, author)
+    page.goto(f"{console.url}/console/schedules/editable")
+    page.get_by_role("link", name="Edit", exact=True).click()
+    expect(page.get_by_label("Cron")).to_have_value("*/3 * * * * *")
+    expect(page.locator("#diff-summary")).to_contain_text("0 added")
+    page.get_by_label("Cron").fill("0 9 * * 1-5")
+    expect(page.locator("#diff-summary")).to_contain_text("removed")
+    expect(page.locator("#diff-added tbody tr").first).to_contain_text("09:00:00 CET")
+    expect(page.locator("#preview-table tbody tr")).to_have_count(10)
+    check(console, page, "edit-diff")
+    page.get_by_role("button", name="Save version 2").click()
+    expect(page.locator("[role=status]")).to_contain_text("Saved version 2")
+    stored = console.api(author, "GET", "/v1/schedules/editable").json()
+    assert stored["recurrence"]["expr"] == "0 9 * * 1-5" and stored["labels"] == {"team": "ops"}
+    assert stored["version"] == 2
+
+
+@pytest.mark.timeout(300)
+def test_the_morning_after_finds_every_missed_instant_with_its_cause(
+    console: Console, page: Page
+) -> None:
+    author = console.token(A, Role.AUTHOR)
+    body = {
+        "trigger_id": "nightwatch",
+        "recurrence": {"kind": "cron", "expr": "* * * * * *", "zone": "Europe/Berlin"},
+        "target": {"kind": "event", "topic": f"events.{A}"},
+        "policies": {"misfire_grace_s": 1},
+    }
+    assert console.api(author, "POST", "/v1/schedules", json=body).status_code == 201
+
+    def fires(state: str) -> list[dict[str, Any]]:
+        got = console.api(author, "GET", "/v1/schedules/nightwatch/history",
+                          params={"state": state, "limit": 1000})  # fmt: skip
+        items: list[dict[str, Any]] = got.json()["items"]
+        return items
+
+    wait_until(lambda: fires("fired"), timeout_s=60, message=console.tail)
+    console.stop("planner")  # the outage: a restart takes seconds, the grace is 1 s
+    console.start("planner")
+    skipped = wait_until(lambda: fires("skipped"), timeout_s=120, message=console.tail)
+    sign_in(console, page, console.token(A, Role.READ, subject="on-call"))
+    page.goto(f"{console.url}/console/morning")
+    row = page.locator("#morning tr[data-trigger='nightwatch']")
+    expect(row).to_contain_text("skipped (")
+    assert int(row.locator("td").nth(2).inner_text()) >= len(skipped)
+    check(console, page, "morning-after-outage")
+    page.goto(f"{console.url}/console/schedules/nightwatch/history?state=skipped")
+    cells = page.locator("#history tbody tr").first.locator("td")
+    expect(cells.nth(1)).to_have_text("skipped")
+    expect(cells.nth(3)).to_have_text(skipped[0]["cause"])

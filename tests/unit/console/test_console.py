@@ -184,3 +184,41 @@ def test_console_routes_stay_out_of_the_api_matrix() -> None:
     assert {r.path for r in console} >= {"/console/login", "/console/schedules/{trigger_id}"}
     assert not any(isinstance(r, APIRoute) for r in console)
     assert not any(p.startswith("/console") for p in app.openapi()["paths"])  # type: ignore[attr-defined]
+
+
+def test_edit_shows_the_what_if_diff_and_saves_with_if_match() -> None:
+    api = seeded()
+    csrf = signed_in(api)
+    page = api.client.get("/console/schedules/nightly/edit")
+    assert page.status_code == 200 and 'value="0 9 * * *"' in page.text
+    form = {"csrf": csrf, "version": "1", "kind": "cron", "expr": "0 10 * * *",
+            "zone": "Europe/Berlin", "target_kind": "webhook", "labels": "team=ops",
+            "url": "https://hooks.acme.example/x", "secret_ref": "acme-hook"}  # fmt: skip
+    diff = api.client.post("/console/schedules/nightly/diff", data=form)
+    assert "7 added</strong>" in diff.text and "7 removed</strong>" in diff.text
+    saved = api.client.post("/console/schedules/nightly/edit", data=form, follow_redirects=False)
+    assert saved.status_code == 303 and "Saved+version+2" in saved.headers["location"]
+    stored = api.client.get("/v1/schedules/nightly", headers=api.headers("acme", "read")).json()
+    assert stored["recurrence"]["expr"] == "0 10 * * *" and stored["labels"] == {"team": "ops"}
+    assert stored["target"]["secret_refs"] == ["acme-hook"]  # fields the form has not: kept
+    stale = api.client.post("/console/schedules/nightly/edit", data=form)
+    assert stale.status_code == 412 and "stale version" in stale.text
+
+
+def test_backfill_is_the_policy_roles_with_its_cost_first() -> None:
+    api = seeded()
+    csrf = signed_in(api, "acme", "author")
+    assert "/backfill" not in api.client.get("/console/schedules/nightly").text
+    window = {"csrf": csrf, "from": "2026-05-25T00:00:00Z", "to": "2026-06-01T00:00:00Z"}
+    refused = api.client.post("/console/schedules/nightly/backfill", data=window)
+    assert refused.status_code == 403 and "needs role 'policy'" in text(refused)
+    csrf = signed_in(api, "acme", "policy")
+    window["csrf"] = csrf
+    cost = api.client.post("/console/schedules/nightly/backfill", data=window)
+    confirm = re.search(r'name="confirm" value="([^"]+)"', cost.text)
+    assert confirm is not None and "<strong>7 fires</strong>" in cost.text
+    assert api.backend.commands == []
+    done = api.client.post(
+        "/console/schedules/nightly/backfill", data={**window, "confirm": confirm[1]}
+    )
+    assert "Backfill requested: 7 fires" in done.text and len(api.backend.commands) == 1

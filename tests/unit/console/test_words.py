@@ -32,4 +32,4 @@ def test_schedule_and_policy_words() -> None:
         "at 09:00 (Europe/Berlin)"
     )
     rows = dict((name, meaning) for name, _, meaning in policy_words({"policies": {}}))
-    assert "fire once" in rows["misfire"] and "1 day" in rows["horizon_s"]
+    assert "latest missed instant" in rows["misfire"] and "1 day" in rows["horizon_s"]
