@@ -94,8 +94,8 @@ class PlannerConfig:
     batch_limit: int = 20_000  # most decisions per partition and iteration
     #: a transaction is committed once it holds about this many decisions, or has been filling
     #: for ``txn_max_s``, whichever first: a peak streams into the ledger (docs/performance.md)
-    txn_max_decisions: int = 2_000
-    txn_max_s: float = 0.05
+    txn_max_decisions: int = 1_000
+    txn_max_s: float = 0.025
     session_timeout_ms: int = 10_000
     tenant_keys: TenantKeys | None = None  # definition- and command-signing keys
     grants: Grants | None = None  # key roles, tenant ceilings, secret refs (None: defaults)
