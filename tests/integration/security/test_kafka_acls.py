@@ -94,9 +94,12 @@ def consume_outcome(cluster: Cluster, who: KafkaCredentials, topic: str, group: 
 
 def login_error(cluster: Cluster, creds: KafkaCredentials | None) -> int:
     errors: list[int] = []
-    conf = {"bootstrap.servers": cluster.bootstrap, "error_cb": lambda e: errors.append(e.code())}
-    if creds is not None:
-        conf.update(creds.config())
+    conf = client_config(  # the session's transport (TLS or not); no login when creds is None
+        cluster.bootstrap,
+        {"error_cb": lambda e: errors.append(e.code())},
+        credentials=creds,
+        authenticate=creds is not None,
+    )
     producer = Producer(conf)
     assert wait_until(lambda: producer.poll(0.2) >= 0 and bool(errors), 20)
     return errors[0]
