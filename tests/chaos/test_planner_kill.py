@@ -197,3 +197,47 @@ def test_zombie_cannot_commit_after_its_session_expired(
     committed = Counter(f.fire_key for f in ledger(planner_env))
     if how == "commit refused":
         assert written - committed, "the zombie's aborted decisions are in the log, not committed"
+
+
+@pytest.mark.timeout(400)
+def test_a_peak_killed_between_its_transactions_is_decided_once(planner_env: PlannerEnv) -> None:
+    """Hundreds of triggers due every second, committed in transactions of 100 decisions: the
+    planner is killed between two transactions of one second's peak (failpoint
+    ``between_transactions``), restarted, and every instant of every trigger is in the ledger
+    exactly once."""
+    herd = [f"herd-{i}" for i in range(400)]
+    for trigger in herd:
+        planner_env.put(definition(trigger))
+    small = {"HORAE_PLANNER_TXN_MAX_DECISIONS": "100"}
+    chaos = {**small, "HORAE_FAILPOINTS": "between_transactions=0.05"}
+    kills = 0
+    proc = planner_env.spawn("herd", chaos)
+    started = time.monotonic()
+
+    def over() -> bool:
+        elapsed = time.monotonic() - started
+        return elapsed >= 150 or (elapsed >= 20 and kills >= 3)
+
+    while not over():
+        wait_until(_exited_or(proc, over), 200, 0.1, "neither a crash nor the end of the run")
+        if proc.poll() is not None:
+            assert proc.returncode == -signal.SIGKILL, f"planner died with {proc.returncode}"
+            kills += 1
+            proc = planner_env.spawn("herd", chaos)
+    proc.kill()
+    proc.wait()
+    calm_at = time.time()
+    calm = planner_env.spawn("herd", small)
+    wait_until(lambda: decided_since(planner_env, calm_at + 1, herd), 90, 0.5, "caught up")
+    calm.send_signal(signal.SIGTERM)
+    assert calm.wait(60) == 0
+    assert kills >= 3, f"only {kills} injected crashes happened"
+    fires = ledger(planner_env)
+    assert not duplicates(fires), f"duplicate keys: {list(duplicates(fires))[:5]}"
+    by_trigger: dict[str, list[int]] = {}
+    for f in fires:
+        by_trigger.setdefault(f.trigger_id, []).append(int(f.scheduled_at.timestamp()))
+    assert set(by_trigger) == set(herd)
+    for trigger, instants in by_trigger.items():
+        missing = set(range(min(instants), max(instants) + 1)) - set(instants)
+        assert not missing, f"{trigger}: instants missing {sorted(missing)[:5]}"

@@ -47,6 +47,7 @@ from horae.contracts.quarantine import quarantine
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
 from horae.domain.trigger import Limits
+from horae.failpoints import failpoint
 from horae.kafka.reader import KafkaPartitionReader
 from horae.kafka.txn import LOOP_DEADLINE_S, HangWatch, TransactionalProcessor, member_configs
 from horae.ports import (
@@ -383,6 +384,7 @@ class Planner:
                 index.settle()
                 if not self._commit_step(outputs, now, left, spoilt):
                     return None
+                failpoint("between_transactions")  # a peak half committed
                 spoilt = set()  # rebuilt and rewound with the first commit
                 outputs, in_txn, opened = [], 0, self.clock.monotonic()
             index.settle()  # the iteration's entries go back into the index's representation
