@@ -4,9 +4,12 @@ commands topics and turns due instants into committed fire records.
 Per loop iteration (about every ``tick_s``, sooner when an earlier instant becomes due):
 1. consume definitions and commands (read_committed) and apply them to the owned due indexes;
 2. if the clock gate is open, decide every instant due at ``now − ε``;
-3. commit, in ONE Kafka transaction, every record this produced (fire records, planner-state
+3. commit, in Kafka transactions, every record this produced (fire records, planner-state
    updates, accepted definitions, dispatch orders, schedule events, audit, quarantine) and the
    consumed offsets with the group metadata (KIP-447: a fenced or stale member cannot commit).
+   A transaction holds at most about ``txn_max_decisions`` decisions, or what ``txn_max_s`` of
+   deciding produced, so a peak streams into the ledger (its first decisions are visible, and
+   handed to the dispatchers, while the rest are decided); each carries the same input offsets.
 
 It also consumes ``outcomes`` (partition *p* of each definitions partition *p* it owns: range
 assignment, co-partitioned topics) to learn when a tracked fire ended (overlap, see
