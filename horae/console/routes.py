@@ -23,6 +23,7 @@ they are not part of the API's OpenAPI document and take no bearer token of thei
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib.resources
 import logging
@@ -63,6 +64,7 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 PAGE_SIZE = 50
+LOOKUPS = 8  # a page's last-run lookups at once
 #: fire states and statuses that mean "did not run as planned" (the morning-after view)
 NOT_RUN = [
     "skipped",
@@ -406,10 +408,15 @@ async def last_runs(request: Request, who: Principal, api: Api) -> Response:
     history = request.app.state.service.history
     now = now_of(request)
 
-    def read() -> dict[str, dict[str, Any] | None]:
-        return {i: _last_fire(history, who.tenant, i, now) for i in ids}
+    # one lookup per row, at most LOOKUPS at once (the API role's connection pool serves them)
+    limit = asyncio.Semaphore(LOOKUPS)
 
-    found = await run_in_threadpool(read)
+    async def one(trigger_id: str) -> dict[str, Any] | None:
+        async with limit:
+            return await run_in_threadpool(_last_fire, history, who.tenant, trigger_id, now)
+
+    fires = await asyncio.gather(*(one(i) for i in ids))
+    found = dict(zip(ids, fires, strict=True))
     rows: dict[str, dict[str, Any] | None] = {}
     for trigger_id, fire in found.items():
         if fire is None:
@@ -510,7 +517,6 @@ async def history(request: Request, who: Principal, api: Api) -> Response:
         cursor=cursor,
         limit=100,
     )
-    lateness = await api.get(f"/v1/schedules/{trigger_id}/lateness", **{"from": start, "to": end})
     here = {"from": start, "to": end, "state": state}
     cursor = got["next_cursor"]
     more = f"?{urlencode({**here, 'cursor': cursor})}" if cursor else None
@@ -522,8 +528,19 @@ async def history(request: Request, who: Principal, api: Api) -> Response:
         items=got["items"],
         window=here,
         more=more,
-        lateness=lateness,
+        summary=f"/console/schedules/{trigger_id}/lateness-summary?"
+        + urlencode({"from": start, "to": end}),
     )
+
+
+@page("/console/schedules/{trigger_id}/lateness-summary")
+async def lateness_summary(request: Request, who: Principal, api: Api) -> Response:
+    """The lateness of a history's window, a fragment loaded after the page."""
+    trigger_id = _id(request.path_params["trigger_id"])
+    q = request.query_params
+    window = {"from": q.get("from") or None, "to": q.get("to") or None}
+    lateness = await api.get(f"/v1/schedules/{trigger_id}/lateness", **window)
+    return render(request, "_lateness.html", who=who, lateness=lateness)
 
 
 @page("/console/fires/{fire_key:path}")
@@ -560,9 +577,8 @@ async def morning(request: Request, who: Principal, api: Api) -> Response:
         bad = missed.get(r["trigger_id"], [])
         causes: dict[str, int] = {}
         for f in bad:
-            why = f"{f.get('status') or f.get('state')}" + (
-                f" ({f['cause']})" if f.get("cause") else ""
-            )
+            status, cause = f"{f.get('status') or f.get('state')}", f.get("cause") or ""
+            why = cause if cause.startswith(status) else f"{status} ({cause})" if cause else status
             causes[why] = causes.get(why, 0) + 1
         groups.append(
             {**r, "ran": r["fires"], "not_run": bad, "causes": causes, "damage": len(bad)}
