@@ -182,6 +182,7 @@ def render(
         csrf=session.csrf_token(request),
         may_author=bool(who and who.may(Role.AUTHOR)),
         may_policy=bool(who and who.may(Role.POLICY)),
+        may_platform=bool(who and who.may(Role.PLATFORM)),
         quote=quote,
         **context,
     )
@@ -308,12 +309,13 @@ async def login(request: Request) -> Response:
         return response
     token = form.get("token", "").strip()
     try:
-        session.check_token(request, token)
+        who = session.check_token(request, token)
     except TokenError as exc:
         response = render(request, "login.html", 401, nonce=nonce, why=f"Unauthorized: {exc}")
         session.set_login_nonce(response, request, nonce)
         return response
-    done = _redirect("/console/schedules")
+    home = "/console/schedules" if who.may(Role.READ) else "/console/platform"
+    done = _redirect(home)
     session.set_session(done, request, token)
     return done
 
@@ -976,3 +978,40 @@ async def lateness(request: Request, who: Principal, api: Api) -> Response:
         trigger_id=trigger_id,
         hours=hours,
     )
+
+
+# --- platform ------------------------------------------------------------------------------
+TENANT = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+@page("/console/platform")
+async def platform(request: Request, who: Principal, api: Api) -> Response:
+    """The tenants and their ceilings (a platform token); suspend or resume one."""
+    got = await api.get("/v1/admin/tenants")
+    done = request.query_params.get("done", "")[:200]
+    return render(request, "platform.html", who=who, tenants=got["items"], done=done)
+
+
+@page("/console/platform/{tenant}/confirm")
+async def platform_confirm(request: Request, who: Principal, api: Api) -> Response:
+    tenant = request.path_params["tenant"]
+    if not TENANT.match(tenant):
+        raise Problem(404, "Not found", f"tenant {tenant!r}")
+    await api.get("/v1/admin/tenants")  # the platform role, as the act needs
+    suspend = request.query_params.get("suspend") == "1"
+    return render(request, "platform_confirm.html", who=who, tenant=tenant, suspend=suspend)
+
+
+@page("/console/platform/{tenant}/suspension", ("POST",))
+async def suspension(request: Request, who: Principal, api: Api) -> Response:
+    tenant = request.path_params["tenant"]
+    if not TENANT.match(tenant):
+        raise Problem(404, "Not found", f"tenant {tenant!r}")
+    form: dict[str, str] = request.state.form
+    body: dict[str, Any] = {"suspended": form.get("suspend") == "1"}
+    if form.get("reason"):
+        body["reason"] = form["reason"]
+    answer = await api.send("PUT", f"/v1/admin/tenants/{tenant}/suspension", body)
+    verb = "Suspension" if body["suspended"] else "Resumption"
+    said = f"{verb} of {tenant} requested (command {answer['command_id']})"
+    return _redirect(f"/console/platform?{urlencode({'done': said})}")

@@ -441,3 +441,16 @@ def test_the_morning_after_finds_every_missed_instant_with_its_cause(
     cells = page.locator("#history tbody tr").first.locator("td")
     expect(cells.nth(1)).to_have_text("skipped")
     expect(cells.nth(3)).to_have_text(skipped[0]["cause"])
+
+
+@pytest.mark.timeout(120)
+def test_the_platform_page_lists_the_tenants(console: Console, page: Page) -> None:
+    token = console.token("platform", Role.PLATFORM, subject="ops")
+    page.goto(f"{console.url}/console/login#token={token}")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Platform: tenants")).to_be_visible()
+    expect(page.locator("#tenants tr[data-tenant]")).to_have_count(2)
+    check(console, page, "platform")
+    page.get_by_role("link", name="Suspend…").first.click()
+    expect(page.get_by_role("heading", name="Suspend tenant acme?")).to_be_visible()
+    check(console, page, "platform-confirm")

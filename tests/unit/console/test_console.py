@@ -222,3 +222,29 @@ def test_backfill_is_the_policy_roles_with_its_cost_first() -> None:
         "/console/schedules/nightly/backfill", data={**window, "confirm": confirm[1]}
     )
     assert "Backfill requested: 7 fires" in done.text and len(api.backend.commands) == 1
+
+
+def test_platform_page_for_a_platform_token_only() -> None:
+    api = seeded()
+    csrf = signed_in(api, "acme", "author")
+    refused = api.client.get("/console/platform")
+    assert refused.status_code == 403 and "needs role 'platform'" in text(refused)
+    forged = api.client.post(
+        "/console/platform/acme/suspension", data={"csrf": csrf, "suspend": "1"}
+    )
+    assert forged.status_code == 403 and api.backend.commands == []
+    page = api.client.get("/console/login")
+    nonce = re.search(r'name="nonce" value="([^"]+)"', page.text)
+    assert nonce is not None
+    token = api.token("platform", ["platform"])
+    done = api.client.post("/console/login", data={"nonce": nonce[1], "token": token})
+    assert done.url.path == "/console/platform" and 'data-tenant="globex"' in done.text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', done.text)
+    assert csrf is not None
+    confirm = api.client.get("/console/platform/acme/confirm?suspend=1")
+    assert "Suspend tenant acme?" in confirm.text
+    made = api.client.post(
+        "/console/platform/acme/suspension",
+        data={"csrf": csrf[1], "suspend": "1", "reason": "unpaid"},
+    )
+    assert "Suspension of acme requested" in made.text and len(api.backend.commands) == 1
