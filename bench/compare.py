@@ -1,58 +1,58 @@
-"""Horae side by side with the schedulers people pick instead, on the same machine, in one run.
+"""The fair race: Horae beside the schedulers people pick instead, each at its documented best,
+the same durability on both sides, the same counted event, in one run on one machine.
 
-    .venv/bin/python bench/compare.py [--scale 100000] [--steady-seconds 60] [--rate 1000]
-        [--held 1000000] [--workloads a,b,c] [--systems horae,apscheduler,dbscheduler,quartz]
-        [--durability both|dev|durable] [--cap 600] [--plot compare.png] [--out results.jsonl]
-    .venv/bin/python bench/compare.py --report results.jsonl [--plot compare.png]
+    .venv/bin/python bench/compare.py [--workloads a,b,c] [--durability nosync,sync]
+        [--scale 100000] [--rate 1000] [--steady-seconds 60] [--held 1000000] [--repeats 3]
+        [--held-repeats 1] [--sweep-scale 20000] [--systems horae,apscheduler,...]
+        [--cap 600] [--settle 5] [--plot compare.png] [--out runs.jsonl]
+    .venv/bin/python bench/compare.py --report runs.jsonl [--plot compare.png]
 
-Systems (each run as its own process, figures of that process):
+The counted event, for every system: a delivered call, an HMAC-signed (Standard Webhooks) HTTP
+POST of the task's key to one local keep-alive receiver (bench/receiver.py, started here, reset
+before each run), which refuses a bad signature and keeps the first receipt of each key. Horae:
+the planner decides and commits each fire, one dispatcher process POSTs it (its attempt and
+outcome committed in Kafka transactions; bench/peers/horae_peer.py). The peers: the task handler
+POSTs with a pooled keep-alive client of its ecosystem (Java ``java.net.http.HttpClient``,
+Python ``httpx``) and returns only after the 2xx, so the task completes after the receipt
+(bench/peers/). fires/s = n / (last receipt - first due instant); lateness = receipt - due.
+Each system's own count of delivered calls (Horae: committed ``succeeded`` outcomes; a peer: its
+handler's 2xx answers) must equal the receiver's distinct keys, else the run's status says
+``MISMATCH``. Horae's decisions alone ("decided, not delivered") are a second table.
 
-- ``horae``: the planner (bench/peers/horae_peer.py, through bench/planner.py's ``load`` and
-  ``coldstart_and_peak``): decisions committed in Kafka transactions; on workload (b) also one
-  dispatcher process delivering the fires as signed webhooks to a local receiver (bench/dispatch.py
-  ``serve``);
-- ``apscheduler``: APScheduler 3.11 with its SQLAlchemyJobStore, jobs run in-process
-  (bench/peers/apscheduler_peer.py);
-- ``dbscheduler``: db-scheduler 16.7 (HikariCP, lock-and-fetch) and ``quartz``: Quartz 2.5
-  (clustered JobStoreTX), in the Java harness bench/peers/src (built by bench/peers/build when
-  its jar is missing or stale), jobs run in-process.
+Durability, both sides alike: ``nosync`` = the dev stack's PostgreSQL (``fsync=off``) and Kafka
+as it runs by default (no fsync per write); ``sync`` = a private PostgreSQL cluster started here
+(``fsync`` and ``synchronous_commit`` on) and ``flush.messages=1`` on every topic of Horae's
+bench prefix, set through the admin client (the broker fsyncs each write to them before it
+answers). The headline is ``sync``.
 
-The Python peer's packages are pyproject.toml's ``bench`` extra, installed here at the versions
-of requirements.lock when missing; the Java peers need Maven and a JDK 17.
+Each peer runs at the settings ``PEER_SETTINGS`` names (docs/performance.md names the same;
+tests/unit/test_compare.py checks it). db-scheduler's are swept first on each durability
+(``DBSCHEDULER_SWEEP``: threads × lock-and-fetch limits × pool, at ``--sweep-scale`` due at
+once, one run per cell); its best cell (delivered fires/s) runs the workloads. Quartz runs twice:
+one clustered scheduler, and, labelled ``quartz_partitioned``, the job set partitioned over four
+distinct schedulers (Quartz's own advice for thousands of short jobs). APScheduler and both
+Quartz setups run (a) at ``--slow-scale`` (20,000: a burst read beside published figures; a
+100,000 burst takes them 5-12 minutes each here, which the 60-minute budget cannot hold;
+``--slow-scale 0`` runs them at ``--scale``): their delivered fires/s is throughput-bound, so the
+ratio holds, and a smaller table only helps them.
 
-The peers count executions in-process (no delivery over the network): lateness = execution start
-minus due time, which follows the commit of their claim. Horae's lateness is up to the commit
-of its decision; ``decided`` lateness (``decided_at - due_at`` of each fire record) is printed
-too, and on (b) its delivery lateness: the webhook's receipt at the receiver minus due time.
-Each peer gets its own database (``bench_<system>``, dropped afterwards) and its documented
-throughput tuning, printed below.
+Workloads: (a) ``--scale`` due at once; (b) ``--rate``/s for ``--steady-seconds`` (fires/s at
+most the rate); (c) ``--held`` held, 1,000 firing at once (start-up time, peak RSS). Every cell
+runs ``--repeats`` times ((c): ``--held-repeats``), the system order rotated each time, with
+``sync`` and a ``--settle`` pause before each run; min/median/max are reported, the median run's
+figures in the table. Rows are written at their final due time, then ``VACUUM ANALYZE``; the
+Java peers warm the JVM up with a 2,000 burst first (bench/peers/src). A run not done ``--cap``
+seconds after its due time is a timeout.
 
-Workloads: (a) ``--scale`` triggers due at the same second; (b) ``--rate`` fires/s for
-``--steady-seconds`` (its fires/s: tasks over the longer of those seconds and the run); (c)
-``--held`` triggers held, 1,000 of them firing at once (start-up time, memory). Durability: every
-workload on the dev PostgreSQL (``fsync`` off, as the dev stack runs it) and on a private
-PostgreSQL cluster started here from the same binaries with production durability (``fsync`` and
-``synchronous_commit`` on; the dev cluster's ``fsync=off`` is a command-line option, which ``ALTER
-SYSTEM`` cannot override), removed afterwards. Kafka runs as the dev broker runs (one broker, no
-fsync per commit, Kafka's default). A run a system does not finish within ``--cap`` seconds after
-its due time is reported as a timeout, with what it did.
-
-Prints one table, writes one PNG plot (throughput and lateness distributions per system) when
-matplotlib is installed, and ends with one JSON line: ``<system>_<figure>`` (workload a, dev
-database) and ``<system>_<figure>_durable`` for figures ``fires_per_s``, ``p50_ms`` and
-``p99_ms`` (decision lateness), ``delivery_p99_ms``, ``peak_rss_mb``, ``cpu_s_per_1k``,
-``startup_s`` (workloads b and c as ``<system>_steady_...`` and ``<system>_held_...``),
-``<system>_timeout...`` when a run was capped or failed, and ``ratio_<system>`` = Horae's fires/s
-over that system's on workload (a), durable run (``ratio_<system>_dev``: dev run). Delivery
-lateness: for the peers their execution start (they run their jobs in-process: the execution is
-the delivery); for Horae the receipt of its webhook POST at the local receiver on workload (b)
-(``delivery_p50/p99/max_ms``, ``delivered``, ``dispatcher_cpu_s_per_1k`` in its result), ``null``
-on (a) and (c), whose fires are decided but not delivered here (the decision figures do not
-include the dispatcher: it runs in a process of its own).
-
-``--out`` appends each run's result as it ends; ``--report`` builds the table, the plot and the
-JSON line from such a file (the last result of each workload, system and database wins), for
-workloads run by separate invocations.
+Prints every setting, the sweep, the tables, the goals (met or MISSED, with where Horae's time
+goes when missed), a calibration figure (a 10M-iteration CPython loop: machines of this kind
+differ up to ~3x from one day to the next, so only the ratios of one run count) and ends with one
+JSON line: ``<system>_<part><figure>_<durability>`` (part ``""`` (a), ``steady_`` (b), ``held_``
+(c); figures ``FIGURES`` plus ``_min``/``_max`` of fires/s), ``ratio_<peer>_<durability>`` =
+Horae's delivered fires/s on (a) over the peer's (``ratio_<peer>``: the ``sync`` one; Quartz:
+its better setup), ``decided_ratio_<peer>_<durability>`` (Horae's decisions over the peer's
+deliveries), ``goals``, ``settings``, ``dbscheduler_best_<durability>``,
+``dbscheduler_sweep_<durability>``, ``calibration_loop_s``, ``load_avg``.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,30 +79,52 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from horae.cli.common import require_services
-from horae.devstack.postgres import PostgresCluster
-from horae.settings import get_settings
-
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+import receiver  # noqa: E402
+
 PEERS = BENCH / "peers"
 JAR = PEERS / "target" / "peers.jar"
-SYSTEMS = ("horae", "apscheduler", "dbscheduler", "quartz")
+SYSTEMS = ("horae", "apscheduler", "dbscheduler", "quartz", "quartz_partitioned")
+#: the peers whose (a) run is ``--slow-scale`` due at once (their throughput-bound rate: a
+#: 100,000 burst takes them 5-12 minutes here); ``--slow-scale 0``: ``--scale`` like the others
+SLOW = ("apscheduler", "quartz", "quartz_partitioned")
+PEERS_OF_GOALS = ("apscheduler", "dbscheduler", "quartz")
+GOAL_RATIOS = {"apscheduler": 10.0, "dbscheduler": 2.0, "quartz": 2.0}
+MODES = ("nosync", "sync")
+
+#: each peer at its documented best (docs/performance.md, "Settings", names the same values)
+PEER_SETTINGS: dict[str, dict[str, Any]] = {
+    "apscheduler": {"workers": 20},
+    "dbscheduler": {"threads": 20, "lower": 1.0, "upper": 4.0, "pool": 30, "poll_ms": 100},
+    "quartz": {"schedulers": 1, "threads": 50, "batch": 50, "idle_ms": 1000},
+    "quartz_partitioned": {"schedulers": 4, "threads": 25, "batch": 25, "idle_ms": 1000},
+}
+#: db-scheduler's sweep: threads × pollUsingLockAndFetch(lower, upper) × pool (threads + k)
+DBSCHEDULER_SWEEP: dict[str, Any] = {
+    "threads": (10, 20, 50),
+    "limits": ((0.5, 1.0), (1.0, 4.0), (4.0, 20.0)),
+    "pool_extra": (2, 10),
+    "poll_ms": 100,
+}
+
 FIGURES = (
     "fires_per_s",
     "p50_ms",
     "p99_ms",
-    "delivery_p99_ms",
+    "max_ms",
     "peak_rss_mb",
     "cpu_s_per_1k",
     "startup_s",
 )
 HEADS = (
-    "fires/s",
-    "decision p50 ms",
-    "decision p99 ms",
-    "delivery p99 ms",
+    "delivered/s (min-max)",
+    "p50 ms",
+    "p99 ms",
+    "max ms",
     "peak RSS MB",
-    "CPU s/1k fires",
+    "CPU s/1k",
     "start-up s",
 )
 NAMES = {"a": "", "b": "steady_", "c": "held_"}  # a workload's part of a JSON key
@@ -109,31 +132,43 @@ SETUP_S = 900  # a run's own setup (inserts, load, cold start) on top of --cap
 HELD_FIRING = 1000
 JAVA = ("java", "-Xms256m", "-Xmx2g", "-jar")
 
+Results = dict[tuple[str, str, str], dict[str, Any]]  # (workload, system, mode) -> cell
+
+
+def sweep_cells() -> list[dict[str, Any]]:
+    """db-scheduler's settings for each cell of its sweep."""
+    s = DBSCHEDULER_SWEEP
+    return [
+        {"threads": t, "lower": lo, "upper": up, "pool": t + k, "poll_ms": s["poll_ms"]}
+        for t in s["threads"]
+        for lo, up in s["limits"]
+        for k in s["pool_extra"]
+    ]
+
 
 @dataclass(frozen=True)
 class Workload:
     key: str  # "a", "b", "c"
-    name: str  # JSON key part: "" (a), "steady_", "held_"
     title: str
     n: int  # firing
     rate: int  # due per second (n: all at once)
     held: int  # never firing during the run
+    seconds: int = 0  # a steady run's length
 
 
 def workloads(args: argparse.Namespace) -> list[Workload]:
     every = {
-        "a": Workload("a", "", f"(a) {args.scale:,} due at once", args.scale, args.scale, 0),
+        "a": Workload("a", f"(a) {args.scale:,} due at once", args.scale, args.scale, 0),
         "b": Workload(
             "b",
-            "steady_",
             f"(b) {args.rate:,}/s for {args.steady_seconds} s",
             args.rate * args.steady_seconds,
             args.rate,
             0,
+            args.steady_seconds,
         ),
         "c": Workload(
             "c",
-            "held_",
             f"(c) {args.held:,} held, {HELD_FIRING:,} firing",
             HELD_FIRING,
             HELD_FIRING,
@@ -141,6 +176,35 @@ def workloads(args: argparse.Namespace) -> list[Workload]:
         ),
     }
     return [every[k] for k in args.workloads.split(",")]
+
+
+def scaled(wl: Workload, system: str, slow_scale: int) -> Workload:
+    """The workload ``system`` runs: (a) at ``slow_scale`` for the slow peers (when set)."""
+    if wl.key != "a" or system not in SLOW or not slow_scale or slow_scale >= wl.n:
+        return wl
+    return Workload("a", f"(a) {slow_scale:,} due at once", slow_scale, slow_scale, 0)
+
+
+def cap_of(wl: Workload, cap: int) -> int:
+    """A run's cap: (b) ends 120 s after its last due instant (a system that cannot keep up
+    with the rate is a timeout there, its figures what it did)."""
+    return min(cap, wl.seconds + 120) if wl.key == "b" else cap
+
+
+def rotated(items: list[str], k: int) -> list[str]:
+    k %= max(1, len(items))
+    return items[k:] + items[:k]
+
+
+def calibrate() -> float:
+    """Seconds of a 10M-iteration CPython loop (best of three): this machine's speed today."""
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        for _ in range(10_000_000):
+            pass
+        best = min(best, time.perf_counter() - t)
+    return round(best, 3)
 
 
 # --- the databases -----------------------------------------------------------------------------
@@ -158,8 +222,9 @@ class Database:
     def settings(self) -> str:
         with psycopg.connect(self.url, autocommit=True) as conn:
             rows = conn.execute(
-                "select name, setting from pg_settings where name in"
-                " ('fsync', 'synchronous_commit', 'full_page_writes') order by name"
+                "select name, setting from pg_settings where name in ('fsync',"
+                " 'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'shared_buffers')"
+                " order by name"
             ).fetchall()
         return ", ".join(f"{k}={v}" for k, v in rows)
 
@@ -189,16 +254,35 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def durable_cluster() -> Iterator[Database]:
+def sync_cluster() -> Iterator[Database]:
     """A private PostgreSQL cluster with production durability, stopped and removed after."""
+    from horae.devstack.postgres import PostgresCluster
+
     home = Path(tempfile.mkdtemp(prefix="horae-bench-pg-"))
     cluster = PostgresCluster(home, _free_port(), fsync=True)
     try:
         cluster.start()
-        yield Database(cluster.url, "durable")
+        yield Database(cluster.url, "sync")
     finally:
         cluster.stop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def receiving() -> Iterator[int]:
+    """bench/receiver.py on ``receiver.PORT`` for the whole comparison."""
+    proc = subprocess.Popen(
+        [sys.executable, str(BENCH / "receiver.py"), "--port", str(receiver.PORT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        yield int(proc.stdout.readline())
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(30)
 
 
 # --- the runs ----------------------------------------------------------------------------------
@@ -235,81 +319,149 @@ def _run(system: str, cmd: list[str], timeout_s: float) -> dict[str, Any]:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
-        return {"system": system, "timeout": True, "executed": None, "error": "killed at the cap"}
+        return {"system": system, "timeout": True, "error": "killed at the cap"}
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout)[-1500:]
         return {"system": system, "timeout": False, "error": f"exit {proc.returncode}: {tail}"}
-    return _last_json(proc.stdout)
+    try:
+        return _last_json(proc.stdout)
+    except RuntimeError as e:
+        return {"system": system, "timeout": False, "error": f"{e}: {proc.stderr[-1500:]}"}
 
 
-def run_peer(system: str, wl: Workload, db: Database, cap: int) -> dict[str, Any]:
+def peer_command(
+    system: str, wl: Workload, db: Database, name: str, cap: int, settings: dict[str, Any]
+) -> list[str]:
+    """The command line of one peer run (its settings as ``key=value`` arguments)."""
+    n, rate = wl.n, wl.rate
+    url = f"http://127.0.0.1:{receiver.PORT}/hook"
+    secret = receiver.SECRET.removeprefix("whsec_")
+    tail = [str(n), str(rate), str(cap), str(wl.held), url, secret]
+    tail += [f"{k}={v}" for k, v in settings.items()]
+    if system.startswith("apscheduler"):
+        return [sys.executable, str(PEERS / "apscheduler_peer.py"), db.sqlalchemy(name), *tail]
+    jdbc, user = db.jdbc(name)
+    return [*JAVA, str(JAR), system.removesuffix("_partitioned"), jdbc, user, *tail]
+
+
+def run_peer(
+    system: str, wl: Workload, db: Database, cap: int, settings: dict[str, Any]
+) -> dict[str, Any]:
     name = f"bench_{system}"
     db.create(name)
     try:
-        tail = [str(wl.n), str(wl.rate), str(cap), str(wl.held)]
-        if system == "apscheduler":
-            cmd = [sys.executable, str(PEERS / "apscheduler_peer.py"), db.sqlalchemy(name), *tail]
-        else:
-            url, user = db.jdbc(name)
-            cmd = [*JAVA, str(JAR), system, url, user, *tail]
-        return _run(system, cmd, cap + SETUP_S)
+        cmd = peer_command(system, wl, db, name, cap, settings)
+        result = _run(system, cmd, cap + SETUP_S)
     finally:
         db.drop(name)
+    stats = receiver.call(receiver.PORT, "/stats")
+    return with_receipts(result, stats)
+
+
+def with_receipts(result: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+    """A peer's result with the receiver's figures: ``received`` (distinct keys), lateness
+    (receipt - due) and fires/s over the span from the first due instant to the last receipt."""
+    r = dict(result)
+    r["received"] = stats["distinct"]
+    r["posts"], r["refused"] = stats["posts"], stats["refused"]
+    span = stats.get("span_s")
+    r["span_s"] = span
+    r["fires_per_s"] = round(stats["distinct"] / span, 1) if span else None
+    for k in ("p50_ms", "p99_ms", "max_ms"):
+        r[k] = stats.get(k)
+    r["quantiles_ms"] = stats.get("lateness_ms")
+    return r
 
 
 class Horae:
-    """Horae's runs: one loaded prefix per workload (a steady run's one-shot instants are spent,
-    so it loads again), or one loaded before (``loaded``: workload key -> prefix, as a run
-    printed it); topics dropped at the end."""
+    """Horae's runs. A burst's prefix ((a), (c)) is loaded once and measured again at each next
+    midnight; a steady run's one-shot instants are spent, so (b) loads again for each run."""
 
-    def __init__(self, loaded: dict[str, str] | None = None) -> None:
-        self.loaded = dict(loaded or {})
-        self.prefixes: list[str] = list(self.loaded.values())
+    def __init__(self) -> None:
+        self.loaded: dict[str, str] = {}
+        self.prefixes: list[str] = []
 
     def _horae(self, *args: str, timeout_s: float) -> dict[str, Any]:
         cmd = [sys.executable, str(PEERS / "horae_peer.py"), *args]
         return _run("horae", cmd, timeout_s)
 
-    def run(self, wl: Workload, cap: int) -> dict[str, Any]:
-        prefix = self.loaded.pop(wl.key, None)
+    def run(self, wl: Workload, mode: str, cap: int) -> dict[str, Any]:
+        prefix = self.loaded.get(wl.key)
         if prefix is None:
             prefix = f"bcmp{uuid.uuid4().hex[:6]}."
             self.prefixes.append(prefix)
             print(f"horae: loading {wl.n + wl.held:,} definitions under {prefix}", flush=True)
-            # ingest runs at 500-2,500 definitions/s on this machine, depending on its load
+            started = time.monotonic()
             setup_s = SETUP_S + (wl.n + wl.held) // 250
             loaded = self._horae(
                 "load", prefix, str(wl.n), str(wl.rate), str(wl.held), timeout_s=setup_s
             )
             if "error" in loaded:
                 return loaded
-        result = self._horae(
-            "measure", prefix, str(wl.n), str(wl.rate), str(wl.held), timeout_s=cap + SETUP_S
-        )
-        if wl.rate == wl.n and "error" not in result:
-            self.loaded[wl.key] = prefix  # the next midnight fires the same set again
-        return result
+            print(f"horae: loaded in {time.monotonic() - started:.0f} s", flush=True)
+            if wl.rate == wl.n:
+                self.loaded[wl.key] = prefix  # the next midnight fires the same set again
+        n, rate, held = str(wl.n), str(wl.rate), str(wl.held)
+        return self._horae("measure", prefix, n, rate, held, mode, timeout_s=cap + SETUP_S)
 
     def cleanup(self) -> None:
         for prefix in self.prefixes:
             self._horae("drop", prefix, timeout_s=300)
 
 
-# --- output ------------------------------------------------------------------------------------
+# --- figures -----------------------------------------------------------------------------------
 def normalize(wl: Workload, result: dict[str, Any]) -> dict[str, Any]:
     """``result`` with the figures every system reports the same way: ``n``; a steady run's
-    fires/s at most its rate (it lasts its seconds however early the last fire comes: fires/s =
-    n / max(seconds, span) = min(rate, n / span)); delivery lateness (the peers': their
-    execution start, which is their delivery; Horae's: its own result's, receipt at the
-    receiver, when it delivered)."""
+    fires/s at most its rate (it lasts its seconds however early the last call comes); the
+    check that the system's own count of delivered calls equals the receiver's distinct keys
+    (``count_ok``)."""
     r = dict(result)
     r.setdefault("n", wl.n)
     if wl.rate < wl.n and r.get("fires_per_s"):
         r["fires_per_s"] = min(float(wl.rate), float(r["fires_per_s"]))
-    if "delivery_p99_ms" not in r:
-        peer = r.get("system") != "horae" and r.get("executed")
-        r["delivery_p99_ms"] = r.get("p99_ms") if peer else None
+    if "error" not in r:
+        r["count_ok"] = r.get("delivered") == r.get("received") and not r.get("refused")
     return r
+
+
+def status(result: dict[str, Any]) -> str:
+    if result.get("error") and not result.get("timeout"):
+        return "error"
+    received = result.get("received")
+    if result.get("timeout"):
+        return f"TIMEOUT ({received:,}/{result['n']:,})" if received is not None else "TIMEOUT"
+    if not result.get("count_ok", True):
+        return (
+            f"MISMATCH (own count {result.get('delivered')}, receiver {received}, refused "
+            f"{result.get('refused')})"
+        )
+    dup = result.get("duplicates", 0)
+    late_setup = result.get("written_before_due") is False
+    return (
+        "ok"
+        + (f", {dup} duplicates" if dup else "")
+        + (", setup overran due" if late_setup else "")
+    )
+
+
+def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One cell from its repeats: the median run (by fires/s) with ``fires_per_s_min``/``_max``,
+    ``repeats`` and each run's status; a failed repeat makes the cell's status its own."""
+    good = [r for r in runs if r.get("fires_per_s") is not None and status(r).startswith("ok")]
+    if not good:
+        cell = dict(runs[-1])
+        cell["repeats"] = len(runs)
+        return cell
+    ordered = sorted(good, key=lambda r: float(r["fires_per_s"]))
+    cell = dict(ordered[(len(ordered) - 1) // 2])
+    rates = [float(r["fires_per_s"]) for r in ordered]
+    cell["fires_per_s"] = round(statistics.median(rates), 1)
+    cell["fires_per_s_min"], cell["fires_per_s_max"] = rates[0], rates[-1]
+    cell["repeats"] = len(runs)
+    bad = [status(r) for r in runs if r not in good]
+    if bad:
+        cell["failed_repeats"] = bad
+    return cell
 
 
 def _cell(result: dict[str, Any], figure: str) -> str:
@@ -317,101 +469,171 @@ def _cell(result: dict[str, Any], figure: str) -> str:
     if value is None:
         return "-"
     if figure == "fires_per_s":
-        return f"{value:,.0f}"
+        lo, hi = result.get("fires_per_s_min"), result.get("fires_per_s_max")
+        spread = f" ({lo:,.0f}-{hi:,.0f})" if lo is not None and hi is not None and lo != hi else ""
+        return f"{value:,.0f}{spread}"
     if figure.endswith("_ms"):
         return f"{value:,}"
     return f"{value:,.3f}" if figure == "cpu_s_per_1k" else f"{value:,.1f}"
 
 
-def _status(result: dict[str, Any]) -> str:
-    if result.get("error") and not result.get("timeout"):
-        return "error"
-    if result.get("timeout"):
-        done = result.get("executed")
-        return f"TIMEOUT ({done:,}/{result['n']:,} done)" if done is not None else "TIMEOUT"
-    dup = result.get("duplicates", 0)
-    return "ok" + (f", {dup} duplicates" if dup else "")
-
-
-def table(results: dict[tuple[str, str, str], dict[str, Any]], wls: list[Workload]) -> str:
-    """One Markdown table: a row per workload, system and database that was run."""
-    head = ["workload", "system", "database", *HEADS, "status"]
-    rows = [head]
-    for wl in wls:
-        for system in SYSTEMS:
-            for mode in ("dev", "durable"):
-                r = results.get((wl.key, system, mode))
-                if r is not None:
-                    cells = [_cell(r, f) for f in FIGURES]
-                    rows.append([wl.title, system, mode, *cells, _status(r)])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+def _markdown(rows: list[list[str]], numeric_from: int) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     rule = ["-" * w for w in widths]
-    for i in range(3, 3 + len(FIGURES)):
+    for i in range(numeric_from, len(widths) - 1):
         rule[i] = rule[i][:-1] + ":"
-    rows.insert(1, rule)
+    rows = [rows[0], rule, *rows[1:]]
     lines = (" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows)
     return "\n".join(f"| {line} |" for line in lines)
 
 
-def summary(results: dict[tuple[str, str, str], dict[str, Any]]) -> dict[str, Any]:
-    """The last JSON line: ``<system>_<workload part><figure>[_durable]`` for every figure of
-    every run (``horae_..._decided_p50/p99_ms`` too), ``..._timeout`` for a capped (true) or
-    failed (false) run, and the ratios of workload (a)."""
+def table(results: Results, wls: list[Workload]) -> str:
+    """The delivered-call table: a row per workload, system and durability that was run."""
+    rows = [["workload", "system", "durability", *HEADS, "runs", "status"]]
+    for wl in wls:
+        for mode in MODES:
+            for system in SYSTEMS:
+                r = results.get((wl.key, system, mode))
+                if r is not None:
+                    cells = [_cell(r, f) for f in FIGURES]
+                    runs = str(r.get("repeats", 1))
+                    title = str(r.get("title", wl.title))
+                    rows.append([title, system, mode, *cells, runs, status(r)])
+    return _markdown(rows, 3)
+
+
+def decided_table(results: Results, wls: list[Workload]) -> str:
+    """Horae's decisions alone, "decided, not delivered": decided/s and decision lateness."""
+    rows = [["workload", "durability", "decided/s", "decided p50 ms", "decided p99 ms", "status"]]
+    for wl in wls:
+        for mode in MODES:
+            r = results.get((wl.key, "horae", mode))
+            if r is not None:
+                rows.append(
+                    [
+                        wl.title,
+                        mode,
+                        _cell({"fires_per_s": r.get("decided_per_s")}, "fires_per_s"),
+                        _cell(r, "decided_p50_ms"),
+                        _cell(r, "decided_p99_ms"),
+                        "decided, not delivered",
+                    ]
+                )
+    return _markdown(rows, 2)
+
+
+def best_quartz(results: Results, wl: str, mode: str) -> tuple[str, float | None]:
+    """The Quartz setup with the higher delivered fires/s on ``wl`` (its name, its figure)."""
+    best: tuple[str, float | None] = ("quartz", None)
+    for system in ("quartz", "quartz_partitioned"):
+        v = results.get((wl, system, mode), {}).get("fires_per_s")
+        if v is not None and (best[1] is None or v > best[1]):
+            best = (system, float(v))
+    return best
+
+
+def peer_figure(results: Results, peer: str, mode: str) -> tuple[str, float | None]:
+    if peer == "quartz":
+        return best_quartz(results, "a", mode)
+    return peer, results.get(("a", peer, mode), {}).get("fires_per_s")
+
+
+def summary(results: Results) -> dict[str, Any]:
+    """The last JSON line's figures (see the module docstring)."""
     out: dict[str, Any] = {}
     for (wl, system, mode), r in sorted(results.items()):
-        suffix = "_durable" if mode == "durable" else ""
-        extra = ("decided_p50_ms", "decided_p99_ms") if system == "horae" else ()
+        part = f"{system}_{NAMES[wl]}"
+        extra: tuple[str, ...] = ("fires_per_s_min", "fires_per_s_max")
+        if system == "horae":
+            extra += ("decided_per_s", "decided_p50_ms", "decided_p99_ms")
         for f in (*FIGURES, *extra):
-            out[f"{system}_{NAMES[wl]}{f}{suffix}"] = r.get(f)
-        if r.get("timeout") or r.get("error"):
-            out[f"{system}_{NAMES[wl]}timeout{suffix}"] = bool(r.get("timeout"))
-    for system in SYSTEMS[1:]:
-        for mode, suffix in (("durable", ""), ("dev", "_dev")):
-            mine = results.get(("a", "horae", mode), {}).get("fires_per_s")
-            theirs = results.get(("a", system, mode), {}).get("fires_per_s")
-            if mine and theirs:
-                out[f"ratio_{system}{suffix}"] = round(mine / theirs, 1)
+            out[f"{part}{f}_{mode}"] = r.get(f)
+        out[f"{part}status_{mode}"] = status(r)
+    for mode in MODES:
+        mine = results.get(("a", "horae", mode), {})
+        for peer in PEERS_OF_GOALS:
+            name, theirs = peer_figure(results, peer, mode)
+            if theirs:
+                if mine.get("fires_per_s"):
+                    out[f"ratio_{peer}_{mode}"] = round(mine["fires_per_s"] / theirs, 2)
+                if mine.get("decided_per_s"):
+                    out[f"decided_ratio_{peer}_{mode}"] = round(mine["decided_per_s"] / theirs, 2)
+                if peer == "quartz":
+                    out[f"ratio_quartz_setup_{mode}"] = name
+    for peer in PEERS_OF_GOALS:
+        if f"ratio_{peer}_sync" in out:
+            out[f"ratio_{peer}"] = out[f"ratio_{peer}_sync"]
     return out
 
 
-GOAL_RATIOS = {"apscheduler": 10.0, "dbscheduler": 2.0, "quartz": 2.0}
-
-
-def goals(results: dict[tuple[str, str, str], dict[str, Any]]) -> list[str]:
-    """Issue 15's goals against this run: Horae's fires/s on (a) at least ``GOAL_RATIOS`` times
-    each peer's; on (b) a lower decision p99 lateness than every peer (a peer's capped or failed
-    run counts as met). One line per goal and database that was run."""
+def goals(results: Results) -> list[tuple[str, bool]]:
+    """Issue 26's goals against this run, one ``(line, met)`` per goal, peer and durability run:
+    (a) Horae's delivered fires/s at least ``GOAL_RATIOS`` times each peer's; (b) Horae's p99
+    due-to-receipt lower than every peer's (a peer's capped or failed run counts as beaten); (c)
+    Horae's start-up and peak RSS within 2x of the best peer's."""
     s = summary(results)
-    lines = []
-    for mode, suffix in (("durable", ""), ("dev", "_dev")):
+    out: list[tuple[str, bool]] = []
+    for mode in MODES:
         for peer, goal in GOAL_RATIOS.items():
-            ratio = s.get(f"ratio_{peer}{suffix}")
+            ratio = s.get(f"ratio_{peer}_{mode}")
             if ratio is not None:
-                verdict = "met" if ratio >= goal else "MISSED"
-                lines.append(f"goal (a) {mode}: {ratio}x {peer} (>= {goal:g}x): {verdict}")
+                label = peer if peer != "quartz" else s[f"ratio_quartz_setup_{mode}"]
+                met = ratio >= goal
+                out.append((f"goal (a) {mode}: {ratio}x {label} (>= {goal:g}x)", met))
         mine = results.get(("b", "horae", mode), {}).get("p99_ms")
-        for peer in GOAL_RATIOS:
+        for peer in ("apscheduler", "dbscheduler", "quartz", "quartz_partitioned"):
             r = results.get(("b", peer, mode))
             if mine is None or r is None:
                 continue
             theirs = r.get("p99_ms")
-            met = r.get("timeout") or r.get("error") or (theirs is not None and mine < theirs)
-            verdict = "met" if met else "MISSED"
-            lines.append(f"goal (b) {mode}: p99 {mine:,} ms vs {peer} {theirs} ms: {verdict}")
-        delivered = results.get(("b", "horae", mode), {}).get("delivery_p99_ms")
-        for peer in GOAL_RATIOS:
-            theirs = results.get(("b", peer, mode), {}).get("delivery_p99_ms")
-            if delivered is not None and theirs is not None:
-                lines.append(
-                    f"(b) {mode} delivery p99: Horae {delivered:,} ms (POST received) vs {peer} "
-                    f"{theirs:,} ms (execution start)"
+            failed = bool(r.get("timeout") or r.get("error"))
+            met = failed or (theirs is not None and mine < theirs)
+            out.append((f"goal (b) {mode}: p99 {mine:,} ms vs {peer} {theirs} ms", met))
+        horae = results.get(("c", "horae", mode))
+        peers = [
+            r
+            for (wl, system, m), r in results.items()
+            if wl == "c" and m == mode and system != "horae" and not r.get("error")
+        ]
+        if horae is not None and peers:
+            for figure, label in (("startup_s", "start-up"), ("peak_rss_mb", "peak RSS")):
+                best = min(
+                    (r for r in peers if r.get(figure) is not None),
+                    key=lambda r: float(r[figure]),
+                    default=None,
                 )
+                if best is None or horae.get(figure) is None:
+                    continue
+                ratio = round(float(horae[figure]) / max(1e-9, float(best[figure])), 2)
+                out.append(
+                    (
+                        f"goal (c) {mode}: {label} {horae[figure]} vs best {best['system']} "
+                        f"{best[figure]} ({ratio}x, <= 2x)",
+                        ratio <= 2.0,
+                    )
+                )
+    return out
+
+
+def where_time_goes(results: Results) -> list[str]:
+    """Horae's median (a) run taken apart: deciding against delivering, each process's CPU."""
+    lines = []
+    for mode in MODES:
+        r = results.get(("a", "horae", mode))
+        if r is None or r.get("error"):
+            continue
+        lines.append(
+            f"horae (a) {mode}: every decision committed {r.get('decided_span_s')} s after the "
+            f"due instant ({r.get('decided_per_s')}/s), the last call received after "
+            f"{r.get('span_s')} s; CPU planner {r.get('planner_cpu_s')} s, dispatcher "
+            f"{r.get('dispatcher_cpu_s')} s ({r.get('cpu_s_per_1k')} s per 1k calls); start-up "
+            f"{r.get('startup_s')} s; RSS planner {r.get('planner_rss_mb')} MB + dispatcher "
+            f"{r.get('dispatcher_rss_mb')} MB"
+        )
     return lines
 
 
-def plot(
-    results: dict[tuple[str, str, str], dict[str, Any]], wls: list[Workload], path: str
-) -> str:
+def plot(results: Results, wls: list[Workload], path: str) -> str:
     try:
         import matplotlib
 
@@ -419,77 +641,122 @@ def plot(
         import matplotlib.pyplot as plt
     except ImportError:
         return "no plot: matplotlib is not installed (the bench extra of pyproject.toml)"
-    fig, axes = plt.subplots(len(wls), 2, figsize=(12, 4 * len(wls)), squeeze=False)
+    fig, axes = plt.subplots(len(wls), 2, figsize=(13, 4 * len(wls)), squeeze=False)
     for row, wl in zip(axes, wls, strict=True):
         bars, dists = row
         x = range(len(SYSTEMS))
-        for k, mode in enumerate(("dev", "durable")):
+        for k, mode in enumerate(MODES):
             values = [results.get((wl.key, s, mode), {}).get("fires_per_s") or 0 for s in SYSTEMS]
-            bars.bar([i + 0.4 * k for i in x], values, width=0.4, label=f"{mode} PostgreSQL")
-        bars.set_xticks([i + 0.2 for i in x], SYSTEMS)
+            bars.bar([i + 0.4 * k for i in x], values, width=0.4, label=mode)
+        bars.set_xticks([i + 0.2 for i in x], SYSTEMS, rotation=20, fontsize="small")
         bars.set_yscale("log")
-        bars.set_ylabel("fires/s (log)")
+        bars.set_ylabel("delivered calls/s (log)")
         bars.set_title(f"{wl.title}: throughput")
         bars.legend()
         for k, s in enumerate(SYSTEMS):
-            for mode, style in (("dev", ":"), ("durable", "-")):
-                q = results.get((wl.key, s, mode), {}).get("quantiles_ms")
+            for mode, style in (("nosync", ":"), ("sync", "-")):
+                r = results.get((wl.key, s, mode), {})
+                q = r.get("quantiles_ms")
                 if q:
                     dists.plot(q, range(len(q)), style, color=f"C{k}", label=f"{s} ({mode})")
+                d = r.get("decided_quantiles_ms")
+                if d:
+                    dists.plot(
+                        d,
+                        range(len(d)),
+                        "--",
+                        color=f"C{k}",
+                        alpha=0.5,
+                        label=f"{s} decided ({mode})",
+                    )
         dists.set_xscale("symlog")
-        dists.set_xlabel("lateness, ms (symlog)")
+        dists.set_xlabel("lateness, ms (symlog): due to receipt; dashed: due to decision")
         dists.set_ylabel("percentile")
         dists.set_title(f"{wl.title}: lateness distribution")
-        dists.legend(fontsize="small")
+        dists.legend(fontsize="x-small")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     return f"plot: {path}"
 
 
 # --- main --------------------------------------------------------------------------------------
+def cells(runs: list[dict[str, Any]], wls: list[Workload]) -> Results:
+    """Each (workload, system, durability) cell from its runs (``workload``/``mode`` keys)."""
+    by_key = {wl.key: wl for wl in wls}
+    grouped: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in runs:
+        if r.get("kind", "run") == "run" and (wl := by_key.get(r["workload"])) is not None:
+            key = (wl.key, r["system"], r["mode"])
+            grouped.setdefault(key, []).append(normalize(wl, r))
+    return {key: aggregate(group) for key, group in grouped.items()}
+
+
 def report(
-    results: dict[tuple[str, str, str], dict[str, Any]], wls: list[Workload], plot_path: str
+    runs: list[dict[str, Any]], wls: list[Workload], plot_path: str, extra: dict[str, Any]
 ) -> None:
-    """The end of a run: tunings, notes, the table, goals, the plot and the JSON line (the
-    workloads of ``wls`` that have a result)."""
+    """The end of a run: settings, the tables, goals, the profile, the plot and the JSON line."""
+    results = cells(runs, wls)
     wls = [wl for wl in wls if any(key[0] == wl.key for key in results)]
     print()
     tunings: dict[str, str] = {}
-    for (_, system, _), r in sorted(results.items()):
+    for (_, system, mode), r in sorted(results.items()):
         if r.get("tuning"):
-            tunings[system] = r["tuning"]
-    for system in SYSTEMS:
-        if system in tunings:
-            print(f"tuning {system}: {tunings[system]}")
+            tunings[f"{system} ({mode})"] = r["tuning"]
+    for name, tuning in tunings.items():
+        print(f"settings {name}: {tuning}")
     print(
-        "database dev: the dev stack's PostgreSQL (fsync off); durable: a private cluster, fsync "
-        "and synchronous_commit on. Horae commits to Kafka (one broker, Kafka's default flush, "
-        "no fsync per commit), so its two rows are two runs of the same thing. Decision "
-        "lateness: peers at execution start (after their claim's commit), Horae at its "
-        "decision's commit (decided_p50/p99_ms: at the decision's stamp). Delivery lateness: "
-        "peers' jobs run in-process, counted (execution start); Horae's on (b): a signed "
-        "webhook POST received by a local receiver (one dispatcher process), not delivered on "
-        "(a) and (c) ('-'). CPU: the system's process only (not PostgreSQL's, not Kafka's; on "
-        "(b) not Horae's dispatcher's, dispatcher_cpu_s_per_1k in the JSON)."
+        "counted event: a signed POST received by bench/receiver.py (first receipt per key); "
+        "delivered/s = n / (last receipt - first due); lateness = receipt - due; median of the "
+        "repeats (min-max). CPU and RSS: the system's processes (Horae: planner + dispatcher), "
+        "not PostgreSQL's, Kafka's or the receiver's."
     )
     print(table(results, wls))
-    for line in goals(results):
-        print(line)
+    print()
+    print(decided_table(results, wls))
+    lines = goals(results)
+    for line, met in lines:
+        print(f"{line}: {'met' if met else 'MISSED'}")
+    if not all(met for _, met in lines):
+        for line in where_time_goes(results):
+            print(f"where Horae's time goes: {line}")
     print(plot(results, wls, plot_path))
-    print(json.dumps(summary(results)))
+    s = summary(results)
+    s["goals"] = {line: met for line, met in lines}
+    s["settings"] = {**PEER_SETTINGS, "dbscheduler_sweep": DBSCHEDULER_SWEEP}
+    for r in runs:
+        if r.get("kind") == "sweep-best":
+            s[f"dbscheduler_best_{r['mode']}"] = r["settings"]
+            s[f"dbscheduler_sweep_{r['mode']}"] = r["sweep"]
+    s.update(extra)
+    print(json.dumps(s))
 
 
-def load_results(path: str, wls: list[Workload]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """The results of a ``--out`` file, the last of each (workload, system, database)."""
-    by_key = {wl.key: wl for wl in wls}
-    results: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            wl = by_key.get(r["workload"])
-            if wl is not None:
-                results[(wl.key, r["system"], r["mode"])] = normalize(wl, r)
-    return results
+def sweep(db: Database, mode: str, scale: int, cap: int, settle: float) -> dict[str, Any]:
+    """db-scheduler's sweep on ``db``: every cell once at ``scale`` due at once; the best."""
+    wl = Workload("a", f"sweep {scale:,}", scale, scale, 0)
+    table_rows = []
+    best: dict[str, Any] | None = None
+    for settings in sweep_cells():
+        settled()
+        time.sleep(settle)
+        receiver.call(receiver.PORT, "/reset", "POST")
+        r = normalize(
+            wl, {"system": "dbscheduler", **run_peer("dbscheduler", wl, db, cap, settings)}
+        )
+        fires = r.get("fires_per_s") if status(r).startswith("ok") else None
+        table_rows.append({**settings, "fires_per_s": fires, "status": status(r)})
+        print(
+            f"sweep dbscheduler {mode}: {settings} -> {fires} delivered/s ({status(r)})", flush=True
+        )
+        if fires is not None and (best is None or fires > best["fires_per_s"]):
+            best = {"settings": settings, "fires_per_s": fires}
+    chosen = best["settings"] if best else PEER_SETTINGS["dbscheduler"]
+    return {"kind": "sweep-best", "mode": mode, "settings": chosen, "sweep": table_rows}
+
+
+def settled() -> None:
+    """Dirty pages written out before a run (the previous run's writeback is not the next's)."""
+    os.sync()
 
 
 def main() -> None:
@@ -500,67 +767,127 @@ def main() -> None:
     parser.add_argument("--held", type=int, default=1_000_000, help="workload (c): held triggers")
     parser.add_argument("--workloads", default="a,b,c")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
-    parser.add_argument("--durability", choices=("both", "dev", "durable"), default="both")
+    parser.add_argument("--durability", default="nosync,sync", help="nosync, sync or both")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each (a) and (b) cell")
+    parser.add_argument("--held-repeats", type=int, default=1, help="runs of each (c) cell")
+    parser.add_argument(
+        "--sweep-scale", type=int, default=20_000, help="db-scheduler's sweep (0: no sweep)"
+    )
+    parser.add_argument(
+        "--slow-scale",
+        type=int,
+        default=20_000,
+        help="workload (a) for APScheduler and Quartz (0: --scale)",
+    )
     parser.add_argument("--cap", type=int, default=600, help="seconds a run may take (timeout)")
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds of rest before a run")
     parser.add_argument("--plot", default="compare.png")
     parser.add_argument("--out", help="append each run's result to this JSON-lines file")
-    parser.add_argument("--report", help="no run: the table, plot and JSON of an --out file")
-    parser.add_argument(
-        "--horae-loaded",
-        action="append",
-        default=[],
-        metavar="WORKLOAD=PREFIX",
-        help="Horae's definitions for this workload loaded before, under this prefix",
-    )
+    parser.add_argument("--report", help="no run: the tables, plot and JSON of an --out file")
     args = parser.parse_args()
     wls = workloads(args)
     if args.report:
-        report(load_results(args.report, wls), wls, args.plot)
+        lines = Path(args.report).read_text().splitlines()
+        report([json.loads(line) for line in lines if line], wls, args.plot, {})
         return
-    systems = args.systems.split(",")
+    from horae.cli.common import require_services
+    from horae.settings import get_settings
+
+    systems = [s for s in args.systems.split(",") if s]
+    modes = [m for m in MODES if m in args.durability.split(",")]
     _, dev_url = require_services(get_settings())
     ensure_python_peers()
-    if any(s in ("dbscheduler", "quartz") for s in systems):
+    if any(s.startswith(("dbscheduler", "quartz")) for s in systems):
         ensure_jar()
+    calibration = calibrate()
+    load0 = os.getloadavg()
+    began = time.monotonic()
     print("compare:", " ".join(sys.argv[1:]) or "(defaults)")
     print(
-        f"compare: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start "
-        "(a shared machine: other processes run too)",
+        f"compare: {os.cpu_count()} cores, load average {load0[0]:.2f} {load0[1]:.2f} "
+        f"{load0[2]:.2f} at the start; calibration: a 10M-iteration CPython loop takes "
+        f"{calibration} s",
         flush=True,
     )
-    results: dict[tuple[str, str, str], dict[str, Any]] = {}
-    horae = Horae(dict(item.split("=", 1) for item in args.horae_loaded))
+    for system, settings in PEER_SETTINGS.items():
+        print(f"settings {system}: {settings}")
+    runs: list[dict[str, Any]] = []
+
+    def keep(record: dict[str, Any]) -> None:
+        runs.append(record)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps(record) + "\n")
+
+    horae = Horae()
     with contextlib.ExitStack() as stack:
+        stack.enter_context(receiving())
         dbs: dict[str, Database] = {}
-        if args.durability in ("both", "dev"):
-            dbs["dev"] = Database(dev_url, "dev")
-        if args.durability in ("both", "durable"):
-            dbs["durable"] = stack.enter_context(durable_cluster())
+        if "nosync" in modes:
+            dbs["nosync"] = Database(dev_url, "nosync")
+        if "sync" in modes:
+            dbs["sync"] = stack.enter_context(sync_cluster())
         for mode, db in dbs.items():
-            print(f"database {mode}: {db.settings()}", flush=True)
+            print(f"postgresql {mode}: {db.settings()}", flush=True)
         stack.callback(horae.cleanup)
-        for wl in wls:
-            for mode, db in dbs.items():
-                for system in systems:
-                    started = time.monotonic()
-                    if system == "horae":
-                        raw = horae.run(wl, args.cap)
-                    else:
-                        raw = run_peer(system, wl, db, args.cap)
-                    r = normalize(wl, {"system": system, **raw})
-                    results[(wl.key, system, mode)] = r
-                    brief = {k: v for k, v in r.items() if k not in ("quantiles_ms", "tuning")}
-                    print(
-                        f"{wl.title} | {system} | {mode}: {json.dumps(brief)} "
-                        f"({time.monotonic() - started:.0f} s, load average "
-                        f"{os.getloadavg()[0]:.1f})",
-                        flush=True,
-                    )
-                    if args.out:
-                        record = {"workload": wl.key, "mode": mode, "at": time.time(), **r}
-                        with open(args.out, "a") as f:
-                            f.write(json.dumps(record) + "\n")
-    report(results, wls, args.plot)
+        turn = 0
+        for mode, db in dbs.items():
+            settings = {k: dict(v) for k, v in PEER_SETTINGS.items()}
+            if "dbscheduler" in systems and "a" in args.workloads and args.sweep_scale > 0:
+                best = sweep(db, mode, args.sweep_scale, args.cap, args.settle)
+                keep(best)
+                settings["dbscheduler"] = best["settings"]
+                print(f"sweep dbscheduler {mode}: best {best['settings']}", flush=True)
+            for wl in wls:
+                repeats = args.held_repeats if wl.key == "c" else args.repeats
+                for k in range(repeats):
+                    for system in rotated(systems, turn):
+                        run_wl = scaled(wl, system, args.slow_scale)
+                        settled()
+                        time.sleep(args.settle)
+                        receiver.call(receiver.PORT, "/reset", "POST")
+                        started = time.monotonic()
+                        if system == "horae":
+                            raw = horae.run(run_wl, mode, cap_of(wl, args.cap))
+                        else:
+                            raw = run_peer(
+                                system, run_wl, db, cap_of(wl, args.cap), settings[system]
+                            )
+                        r = normalize(run_wl, {**raw, "system": system})
+                        brief = {
+                            k: v
+                            for k, v in r.items()
+                            if k not in ("quantiles_ms", "decided_quantiles_ms", "tuning")
+                        }
+                        print(
+                            f"{run_wl.title} | {system} | {mode} | run {k + 1}: "
+                            f"{json.dumps(brief)} "
+                            f"({time.monotonic() - started:.0f} s, load average "
+                            f"{os.getloadavg()[0]:.2f})",
+                            flush=True,
+                        )
+                        keep(
+                            {
+                                "kind": "run",
+                                "title": run_wl.title,
+                                "workload": wl.key,
+                                "mode": mode,
+                                "repeat": k,
+                                "at": time.time(),
+                                **r,
+                            }
+                        )
+                    turn += 1
+    load1 = os.getloadavg()
+    took = time.monotonic() - began
+    print(f"compare: {took / 60:.1f} min, load average {load1[0]:.2f} at the end")
+    extra = {
+        "calibration_loop_s": calibration,
+        "load_avg": [round(load0[0], 2), round(load1[0], 2)],
+        "minutes": round(took / 60, 1),
+        "cores": os.cpu_count(),
+    }
+    report(runs, wls, args.plot, extra)
 
 
 if __name__ == "__main__":

@@ -1,35 +1,39 @@
 """Horae's side of bench/compare.py: the planner, through bench/planner.py's own functions, and
-for a steady run the dispatcher delivering its fires.
+one dispatcher delivering its fires to bench/receiver.py.
 
     python bench/peers/horae_peer.py load <prefix> <n> <rate> <held>
-    python bench/peers/horae_peer.py measure <prefix> <n> <rate> <held>
+    python bench/peers/horae_peer.py measure <prefix> <n> <rate> <held> <nosync|sync>
     python bench/peers/horae_peer.py drop <prefix>
     python bench/peers/horae_peer.py dispatch <prefix>   # (measure starts it)
 
 ``load``: ``n + held`` signed definitions produced and ingested (bench/planner.py ``load``): with
 ``rate == n`` the ``n`` fire together at the next midnight UTC (cron ``0 0 * * *``), else each
 once, ``rate`` per second from an epoch second two days ahead (one-shot ``at`` instants); the
-held ones fire months away. ``measure`` (a fresh process, so that its memory and CPU are the
-planner's): cold start with the held set and the peak (``coldstart_and_peak``: the virtual clock
-is moved to one second before the first instant; the run ends when ``n`` fires are committed in
-Kafka transactions). Lateness, two ways: up to the commit (``p50_ms``/``p99_ms``, from the
-committed count sampled every 10 ms, comparable to the peers' execution start, which follows
-their claim's commit) and to the decision (``decided_p50_ms``/``decided_p99_ms``: ``decided_at -
-due_at`` of each fire record, read back from the fires topic with ``read_committed``, which also
-counts duplicates). A peak can be measured again on the
-same prefix (the next midnight). ``drop`` deletes the prefix's topics. The last line is JSON.
+held ones fire months away. Every definition is a webhook to bench/receiver.py on
+``receiver.PORT`` (signed, secret ref ``bench``: bench/dispatch.py's secret, the receiver's).
 
-Every definition is a webhook to ``http://127.0.0.1:RECEIVER_PORT/hook`` (signed, secret ref
-``bench``). A steady run (``rate < n``) also delivers: before the cold start, ``measure`` starts
-bench/dispatch.py's receiver on that port and one real dispatcher (``dispatch``: the
-``horae dispatcher`` worker, bench/dispatch.py's settings — loopback allowed, the bench secret —,
-in a process of its own, so ``measure``'s memory and CPU stay the planner's) whose clock follows
-the planner's virtual one (the offset is written to its stdin when the planner's clock is moved).
-``delivery_p50/p99/max_ms`` = receipt at the receiver − the fire's due instant (the payload's
-``due_ms``, in wall time), first receipt per fire key, once all ``n`` arrived (or 300 s passed:
-``delivered`` says how many); ``dispatcher_cpu_s_per_1k`` is the dispatcher process's CPU. The
-decision figures are computed as without it (the dispatcher's CPU competes with the planner's
-on a small machine). A peak (``rate == n``) is not delivered.
+``measure`` (a fresh process, so that its memory and CPU are the planner's) needs the receiver
+running (bench/compare.py starts it and resets it before each run). It starts one real dispatcher
+(``dispatch``: the ``horae dispatcher`` worker with bench/dispatch.py's settings, in a process of
+its own) whose clock follows the planner's virtual one (the offset is written to its stdin when
+the planner's clock is moved), sets the durability of every topic under the prefix (``sync``:
+``flush.messages=1``, the broker fsyncs each write to them before it answers; ``nosync``: the
+override removed, Kafka's default flush), then cold start and peak (``coldstart_and_peak``: the
+virtual clock is moved to one second before the first instant; the decisions end when ``n``
+fires are committed in Kafka transactions; the deliveries when the receiver holds ``n``
+distinct keys).
+
+The counted event is the delivered call: ``fires_per_s`` = ``n`` over the span from the first due
+instant to the last receipt; delivery lateness = receipt − due (the receiver's figures, shifted
+by the virtual clock's offset). ``delivered`` is Horae's own count: committed ``succeeded``
+outcomes of this run (topic ``outcomes``, read_committed); bench/compare.py checks it against
+the receiver's distinct keys. The decision figures, "decided, not delivered": ``decided_per_s``
+(``n`` over the time to commit every decision), ``decided_p50/p99_ms`` (``decided_at - due_at``
+of each fire record, read back from the fires topic, which also counts duplicates) and the
+commit lateness. CPU and peak RSS are the planner's and the dispatcher's summed
+(``planner_cpu_s``, ``dispatcher_cpu_s``, ``planner_rss_mb``, ``dispatcher_rss_mb``
+separately). A peak can be measured again on the same prefix (the next midnight). ``drop``
+deletes the prefix's topics. The last line is JSON.
 """
 
 from __future__ import annotations
@@ -41,15 +45,27 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported names
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/ for planner.py
 
 import dispatch
 import planner
+import receiver
 
 from horae.cli.common import require_services
+from horae.contracts import events as ev
+from horae.contracts.codec import decode
+from horae.contracts.topics import Topic, topic_name
 from horae.kafka.config import client_config
 from horae.ports import WallClock
 from horae.settings import Settings, get_settings
@@ -57,14 +73,32 @@ from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.worker import Dispatcher
 
 PARTITIONS = dispatch.PARTITIONS
-RECEIVER_PORT = 18471
-RECEIVER_URL = f"http://127.0.0.1:{RECEIVER_PORT}/hook"
-DELIVERY_LIMIT_S = 300
-TUNING = (
-    f"Horae planner (one process, {PARTITIONS} partitions, tick 0.5 s), decisions committed in "
-    "Kafka transactions (acks=all, Kafka's default flush: no fsync per commit); workload b "
-    "delivered by one dispatcher process (max 256 in flight) to a local keep-alive receiver"
-)
+RECEIVER_URL = f"http://127.0.0.1:{receiver.PORT}/hook"
+DELIVERY_LIMIT_S = 600
+#: what the topics of each durability row carry (set through the admin client on the prefix's
+#: own topics; ``None``: the override removed, Kafka's default flush)
+FLUSH = {"sync": "1", "nosync": None}
+SETTINGS = {
+    "partitions": PARTITIONS,
+    "tick_s": 0.5,
+    "dispatcher_processes": 1,
+    "dispatcher_max_inflight": 256,
+    "acks": "all",
+}
+
+
+def tuning(mode: str) -> str:
+    flush = (
+        "flush.messages=1 on every topic of the prefix"
+        if mode == "sync"
+        else ("Kafka's default flush (no fsync per write)")
+    )
+    return (
+        f"Horae planner (one process, {PARTITIONS} partitions, tick 0.5 s), decisions committed "
+        f"in Kafka transactions (acks=all), {flush}; one dispatcher process (max 256 in flight, "
+        "signed POST via its pooled aiohttp client), its attempts and outcomes committed in "
+        "Kafka transactions"
+    )
 
 
 def _bootstrap() -> str:
@@ -72,26 +106,93 @@ def _bootstrap() -> str:
     return bootstrap
 
 
-def _peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def _vm_hwm_mb(pid: str = "self") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return -1.0
 
 
+def set_durability(bootstrap: str, prefix: str, mode: str) -> list[str]:
+    """Every topic under ``prefix``: ``flush.messages`` as ``FLUSH[mode]`` says; their names."""
+    admin = admin_of(bootstrap)
+    names = sorted(t for t in admin.list_topics(timeout=30).topics if t.startswith(prefix))
+    value = FLUSH[mode]
+    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+    resources = [
+        ConfigResource(
+            ResourceType.TOPIC,
+            name,
+            incremental_configs=[
+                ConfigEntry("flush.messages", value or "", incremental_operation=op)
+            ],
+        )
+        for name in names
+    ]
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(timeout=60)
+    return names
+
+
+def admin_of(bootstrap: str) -> AdminClient:
+    return AdminClient(client_config(bootstrap, {"log_level": 3}))
+
+
+def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = Consumer(client_config(bootstrap, {"group.id": "horae-bench-offsets"}))
+    parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts
+    }
+    consumer.close()
+    return ends
+
+
+def succeeded_outcomes(bootstrap: str, prefix: str, since: dict[int, int], expected: int) -> int:
+    """Distinct fire keys with a committed ``succeeded`` outcome after the offsets ``since``:
+    Horae's own count of delivered calls. Reads until every partition is at its end with
+    ``expected`` seen, or 30 s pass without a record."""
+    topic = topic_name(Topic.OUTCOMES, prefix)
+    consumer = Consumer(
+        client_config(
+            bootstrap,
+            {
+                "group.id": f"{prefix}outcomes",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            },
+        )
+    )
+    consumer.assign([TopicPartition(topic, p, o) for p, o in since.items()])
+    left, last = set(since), time.monotonic()
+    keys: set[str] = set()
+    while (left or len(keys) < expected) and time.monotonic() - last < 30:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        err = msg.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                left.discard(msg.partition())
+                continue
+            raise KafkaException(err)
+        last = time.monotonic()
+        value = msg.value()
+        if value is not None:
+            outcome = decode(value, ev.WorkOutcome)
+            if outcome.state is ev.OutcomeState.SUCCEEDED:
+                keys.add(outcome.fire_key)
+    consumer.close()
+    return len(keys)
+
+
 class Delivery:
-    """bench/dispatch.py's receiver on RECEIVER_PORT and a ``dispatch`` process on ``prefix``."""
+    """A ``dispatch`` process on ``prefix``, delivering to bench/receiver.py."""
 
     def __init__(self, bootstrap: str, prefix: str) -> None:
         self.offset = 0.0
-        bench = Path(__file__).resolve().parents[1]
-        self.receiver = subprocess.Popen(
-            [sys.executable, str(bench / "dispatch.py"), "--serve", "--port", str(RECEIVER_PORT)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        assert self.receiver.stdout is not None
-        self.receiver.stdout.readline()  # its port: listening
+        self.cpu0 = 0.0
         dispatch.topics(bootstrap, prefix)
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "dispatch", prefix],
@@ -104,28 +205,27 @@ class Delivery:
 
     def set_offset(self, offset: float) -> None:
         self.offset = offset
+        self.cpu0 = dispatch.cpu_s(self.proc.pid)
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"{offset}\n".encode())
         self.proc.stdin.flush()
 
-    def result(self, n: int) -> dict[str, object]:
-        dispatch.wait_distinct(RECEIVER_PORT, n, DELIVERY_LIMIT_S)
-        s = dispatch.stats(RECEIVER_PORT, shift_ms=self.offset * 1000)
-        cpu = dispatch.cpu_s(self.proc.pid)
-        return {
-            "delivered": s["distinct"],
-            "delivery_p50_ms": round(s.get("p50_ms", -1)),
-            "delivery_p99_ms": round(s.get("p99_ms", -1)),
-            "delivery_max_ms": round(s.get("max_ms", -1)),
-            "dispatcher_cpu_s_per_1k": round(cpu / max(1, s["distinct"]) * 1000, 3),
-        }
+    def wait(self, n: int) -> dict[str, Any]:
+        """The receiver's figures once it holds ``n`` distinct keys (or the limit passed)."""
+        deadline = time.monotonic() + DELIVERY_LIMIT_S
+        while receiver.call(receiver.PORT, "/stats")["distinct"] < n:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        s = receiver.call(receiver.PORT, f"/stats?shift_ms={self.offset * 1000}")
+        s["dispatcher_cpu_s"] = round(dispatch.cpu_s(self.proc.pid) - self.cpu0, 2)
+        s["dispatcher_rss_mb"] = round(_vm_hwm_mb(str(self.proc.pid)), 1)
+        return s
 
     def close(self) -> None:
-        for proc in (self.proc, self.receiver):
-            assert proc.stdin is not None
-            proc.stdin.close()
-        for proc in (self.proc, self.receiver):
-            proc.wait(120)
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(120)
 
 
 def run_dispatcher() -> None:
@@ -151,49 +251,63 @@ def run_dispatcher() -> None:
     worker.run(stop)
 
 
-def measure(prefix: str, n: int, rate: int, held: int) -> dict[str, object]:
+def measure(prefix: str, n: int, rate: int, held: int, mode: str) -> dict[str, object]:
     bootstrap = _bootstrap()
     curve: list[tuple[float, float]] = []
-    delivery = Delivery(bootstrap, prefix) if rate < n else None
+    delivery = Delivery(bootstrap, prefix)
     try:
-        on_offset = None if delivery is None else delivery.set_offset
-        run = planner.coldstart_and_peak(bootstrap, prefix, n + held, n, curve, on_offset)
+        flushed = set_durability(bootstrap, prefix, mode)
+        since = _end_offsets(bootstrap, topic_name(Topic.OUTCOMES, prefix))
+        run = planner.coldstart_and_peak(bootstrap, prefix, n + held, n, curve, delivery.set_offset)
+        planner_cpu = run["peak_cpu_s"]
+        received: dict[str, Any] = delivery.wait(n)
         decided, duplicates = planner.fire_lateness(bootstrap, prefix, int(run["peak_instant"]), n)
-        delivered: dict[str, object] = {} if delivery is None else delivery.result(n)
+        own = succeeded_outcomes(bootstrap, prefix, since, n)
     finally:
-        if delivery is not None:
-            delivery.close()
+        delivery.close()
     late = planner.commit_lateness(curve, n, rate)
-    done = len(decided)
-
-    def q(p: float) -> int:
-        return planner.quantile(late, p)
-
+    span = float(received.get("span_s") or 0) or None
+    cpu = planner_cpu + float(received["dispatcher_cpu_s"])
+    planner_rss = _vm_hwm_mb()
     return {
         "system": "horae",
         "n": n,
-        "executed": done,
+        "delivered": own,
+        "received": received["distinct"],
+        "posts": received["posts"],
+        "refused": received["refused"],
         "duplicates": duplicates,
-        "timeout": False,
-        "fires_per_s": run["fires_per_s"],
-        "p50_ms": q(0.5),
-        "p99_ms": q(0.99),
+        "decided": len(decided),
+        "timeout": int(received["distinct"]) < n,
+        "fires_per_s": round(n / span, 1) if span else None,
+        "span_s": span,
+        "p50_ms": received.get("p50_ms"),
+        "p99_ms": received.get("p99_ms"),
+        "max_ms": received.get("max_ms"),
+        "quantiles_ms": received.get("lateness_ms"),
+        "decided_per_s": run["fires_per_s"],
+        "decided_span_s": run["peak_100k_s"],
         "decided_p50_ms": planner.quantile(decided, 0.5),
         "decided_p99_ms": planner.quantile(decided, 0.99),
-        "peak_rss_mb": round(_peak_rss_mb(), 1),
-        "cpu_s_per_1k": round(run["peak_cpu_s"] / n * 1000, 3),
+        "commit_p99_ms": planner.quantile(late, 0.99),
+        "decided_quantiles_ms": [planner.quantile(decided, p / 100) for p in range(101)],
+        "peak_rss_mb": round(planner_rss + float(received["dispatcher_rss_mb"]), 1),
+        "planner_rss_mb": round(planner_rss, 1),
+        "dispatcher_rss_mb": received["dispatcher_rss_mb"],
+        "cpu_s_per_1k": round(cpu / n * 1000, 3),
+        "planner_cpu_s": planner_cpu,
+        "dispatcher_cpu_s": received["dispatcher_cpu_s"],
         "startup_s": run["cold_start_s"],
-        "span_s": run["peak_100k_s"],
-        "tuning": TUNING,
-        "quantiles_ms": [q(p / 100) for p in range(101)],
-        **delivered,
+        "snapshots_loaded": run.get("snapshots_loaded"),
+        "flushed_topics": len(flushed) if mode == "sync" else 0,
+        "tuning": tuning(mode),
     }
 
 
 def drop(prefix: str) -> None:
     if len(prefix) < 8:
         raise ValueError(f"refusing to delete topics under the short prefix {prefix!r}")
-    admin = AdminClient(client_config(_bootstrap(), {"log_level": 3}))
+    admin = admin_of(_bootstrap())
     names = [t for t in admin.list_topics(timeout=30).topics if t.startswith(prefix)]
     for future in (admin.delete_topics(names, operation_timeout=30) if names else {}).values():
         future.result(timeout=60)
@@ -209,8 +323,8 @@ def main() -> None:
         planner.load(_bootstrap(), prefix, n + held, n, PARTITIONS, steady, RECEIVER_URL)
         print(json.dumps({"loaded": n + held, "at": datetime.now(UTC).isoformat()}))
     elif cmd == "measure":
-        n, rate, held = map(int, rest)
-        print(json.dumps(measure(prefix, n, rate, held)), flush=True)
+        n, rate, held = map(int, rest[:3])
+        print(json.dumps(measure(prefix, n, rate, held, rest[3])), flush=True)
     elif cmd == "dispatch":
         run_dispatcher()
     elif cmd == "drop":

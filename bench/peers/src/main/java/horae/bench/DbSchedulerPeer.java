@@ -12,13 +12,16 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 
-/** db-scheduler with its documented throughput tuning: a HikariCP pool, lock-and-fetch polling. */
+/**
+ * db-scheduler with the settings bench/compare.py hands it (its {@code DBSCHEDULER} grid, swept):
+ * {@code threads}, {@code lower}/{@code upper} of {@code pollUsingLockAndFetch} (fractions of the
+ * thread count: the README's high-throughput advice is (1.0, 4.0)), the HikariCP {@code pool}
+ * size and {@code poll_ms}, the polling interval.
+ */
 final class DbSchedulerPeer implements Peer.System_ {
-  static final int THREADS = 50;
-  static final int POLL_MS = 100;
-  static final int POOL = THREADS + 10;
-
   // db-scheduler's postgresql_tables.sql
   static final String DDL =
       "create table scheduled_tasks ("
@@ -39,29 +42,51 @@ final class DbSchedulerPeer implements Peer.System_ {
           + "CREATE INDEX last_heartbeat_idx ON scheduled_tasks (last_heartbeat);"
           + "CREATE INDEX priority_execution_time_idx on scheduled_tasks (priority desc, execution_time asc);";
 
+  private final int threads;
+  private final double lower;
+  private final double upper;
+  private final int poolSize;
+  private final int pollMs;
   private final HikariDataSource pool;
   private final OneTimeTask<Void> task =
-      Tasks.oneTime("bench").execute((inst, ctx) -> Peer.record(Peer.indexOf(inst.getId())));
+      Tasks.oneTime("bench").execute((inst, ctx) -> {
+        try {
+          Peer.execute(inst.getId());
+        } catch (RuntimeException e) {
+          throw e;
+        } catch (Exception e) {
+          throw new IllegalStateException(e);
+        }
+      });
   private Scheduler scheduler;
 
-  DbSchedulerPeer(String url, String user) {
+  DbSchedulerPeer(String url, String user, Map<String, String> settings) {
+    threads = Peer.intSetting(settings, "threads");
+    lower = Double.parseDouble(settings.get("lower"));
+    upper = Double.parseDouble(settings.get("upper"));
+    poolSize = Peer.intSetting(settings, "pool");
+    pollMs = Peer.intSetting(settings, "poll_ms");
     HikariConfig config = new HikariConfig();
     config.setJdbcUrl(url);
     config.setUsername(user);
-    config.setMaximumPoolSize(POOL);
+    config.setMaximumPoolSize(poolSize);
     config.setAutoCommit(true);
     pool = new HikariDataSource(config);
   }
 
   @Override
   public String tuning() {
-    return "db-scheduler 16.7.1, one-time tasks, threads="
-        + THREADS
-        + ", pollUsingLockAndFetch(0.5, 1.0) (SELECT ... FOR UPDATE SKIP LOCKED), pollingInterval="
-        + POLL_MS
-        + "ms, HikariCP 7.1.0 maximumPoolSize="
-        + POOL
-        + ", API inserts by scheduleBatch";
+    return String.format(
+        Locale.ROOT,
+        "db-scheduler 16.7.1, one-time tasks, threads=%d, pollUsingLockAndFetch(%.1f, %.1f)"
+            + " (SELECT ... FOR UPDATE SKIP LOCKED), pollingInterval=%dms, HikariCP 7.1.0"
+            + " maximumPoolSize=%d, handler: signed POST via java.net.http.HttpClient (HTTP/1.1,"
+            + " pooled), completes after the 2xx",
+        threads,
+        lower,
+        upper,
+        pollMs,
+        poolSize);
   }
 
   @Override
@@ -73,33 +98,41 @@ final class DbSchedulerPeer implements Peer.System_ {
   public void build() {
     scheduler =
         Scheduler.create(pool, task)
-            .threads(THREADS)
-            .pollUsingLockAndFetch(0.5, 1.0)
-            .pollingInterval(Duration.ofMillis(POLL_MS))
+            .threads(threads)
+            .pollUsingLockAndFetch(lower, upper)
+            .pollingInterval(Duration.ofMillis(pollMs))
             .build();
   }
 
   @Override
-  public void insert(int from, int to, long dueMs, String prefix) {
-    List<TaskInstance<?>> batch = new ArrayList<>(to - from);
-    for (int i = from; i < to; i++) {
-      batch.add(task.instance(prefix + i));
+  public void insert(int from, int to, long baseMs, int rate, String prefix) {
+    for (int s = from; s < to; ) {
+      int second = s / rate;
+      int end = (int) Math.min(to, (long) (second + 1) * rate);
+      List<TaskInstance<?>> batch = new ArrayList<>(end - s);
+      for (int i = s; i < end; i++) batch.add(task.instance(prefix + i));
+      scheduler.scheduleBatch(batch, Instant.ofEpochMilli(baseMs + second * 1000L));
+      s = end;
     }
-    scheduler.scheduleBatch(batch, Instant.ofEpochMilli(dueMs));
   }
 
   @Override
-  public void copy(Connection c, int from, int to, String prefix) throws SQLException {
+  public void copy(Connection c, int from, int to, long baseMs, int rate, String prefix)
+      throws SQLException {
     Peer.copySql(
         c,
-        "insert into scheduled_tasks (task_name, task_instance, task_data, execution_time, picked,"
+        "insert into scheduled_tasks (execution_time, task_instance, task_name, task_data, picked,"
             + " picked_by, last_success, last_failure, consecutive_failures, last_heartbeat,"
-            + " version, priority) select task_name, ? || g, task_data, execution_time, picked,"
-            + " picked_by, last_success, last_failure, consecutive_failures, last_heartbeat,"
-            + " version, priority from scheduled_tasks, generate_series(?, ?) g"
+            + " version, priority)"
+            + " select to_timestamp((?::bigint + (g / ?::int)::bigint * 1000) / 1000.0), ? || g,"
+            + " task_name, task_data, picked, picked_by, last_success, last_failure,"
+            + " consecutive_failures, last_heartbeat, version, priority"
+            + " from scheduled_tasks, generate_series(?, ?) g"
             + " where task_name = 'bench' and task_instance = ? || '0'",
         from,
         to,
+        baseMs,
+        rate,
         prefix);
   }
 
@@ -109,20 +142,9 @@ final class DbSchedulerPeer implements Peer.System_ {
   }
 
   @Override
-  public void arm(Connection c, long baseMs, int rate) throws SQLException {
-    Peer.armSql(
-        c,
-        "update scheduled_tasks set execution_time = to_timestamp(?::bigint / 1000.0)"
-            + " + (substr(task_instance, 2)::int / ?) * interval '1 second'"
-            + " where task_name = 'bench' and task_instance like 't%'",
-        baseMs,
-        rate);
-  }
-
-  @Override
-  public long pending(Connection c) throws SQLException {
+  public long pending(Connection c, String prefix) throws SQLException {
     return Peer.count(
-        c, "select count(*) from scheduled_tasks where task_instance like 't%'");
+        c, "select count(*) from scheduled_tasks where task_instance like '" + prefix + "%'");
   }
 
   @Override

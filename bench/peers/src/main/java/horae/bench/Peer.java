@@ -10,44 +10,77 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * One run of a Java peer of bench/compare.py (db-scheduler or Quartz) on its own database.
  *
- * <p>{@code java -jar peers.jar <dbscheduler|quartz> <jdbc-url> <user> <n> <rate> <cap-s> <held>}
+ * <p>{@code java -jar peers.jar <dbscheduler|quartz> <jdbc-url> <user> <n> <rate> <cap-s> <held>
+ * <receiver-url> <secret-base64> [setting=value ...]}
  *
- * <p>Creates the peer's tables, inserts {@code n} one-shot tasks due a day away, plus {@code
- * held} tasks due a year away (never firing): the first 1,000 of each through the peer's own
- * client API, the rest as SQL copies of an API-written row (setup only); builds and starts
- * the scheduler (start-up time), then arms the run with one UPDATE in the peer's table: task
- * {@code i} becomes due at {@code T + floor(i / rate)} s, T seconds ahead (after the UPDATE) (rate = n: all at
- * T; rate 1000: a steady 1,000 per second). Each execution records its lateness (execution start
- * minus its due time) in this process. The run ends when every task has executed once and the
- * peer's table holds no pending row for it (the completions are committed), or after {@code
- * cap-s} seconds (reported as a timeout). The last line printed is JSON.
+ * <p>The protocol (the same as bench/peers/apscheduler_peer.py's):
+ *
+ * <ol>
+ *   <li>creates the peer's tables, builds the scheduler and writes {@code held} tasks due a year
+ *       away (never firing): the first 1,000 through the peer's client API, the rest as SQL copies
+ *       of an API-written row;
+ *   <li>starts the scheduler (start-up time: building it and starting it, the held set in store);
+ *   <li>warms the JVM up: {@link #WARM} tasks due now, delivered to the receiver's {@code /warm}
+ *       (accepted, not counted), until all are delivered;
+ *   <li>writes the {@code n} measured tasks at their final due time: task {@code i} due at {@code
+ *       T + floor(i / rate)} s (rate = n: all at T; rate 1000: a steady 1,000 per second), T a
+ *       whole second far enough ahead for the writes, then {@code VACUUM ANALYZE} (no re-dating
+ *       UPDATE: the rows are as the API writes them);
+ *   <li>each execution POSTs the task's key, signed, to the receiver (bench/peers/Poster.java) and
+ *       completes only after the 2xx. The run ends when every task was delivered once and the
+ *       peer's table holds no pending row (the completions are committed), or {@code cap-s}
+ *       seconds after T (a timeout).
+ * </ol>
+ *
+ * <p>The last line printed is JSON: {@code delivered} is this process's count of 2xx answers
+ * (bench/compare.py checks it against the receiver's distinct keys), {@code due_base_ms} is T.
  */
 public final class Peer {
   static long dueBaseMs;
   static int rate;
   static long[] lateMs;
   static AtomicIntegerArray hits;
-  static final AtomicLong executed = new AtomicLong();
+  static final AtomicLong delivered = new AtomicLong();
   static final AtomicLong duplicates = new AtomicLong();
-  static final AtomicLong lastExecMs = new AtomicLong();
+  static final AtomicLong warmed = new AtomicLong();
+  static Poster poster;
 
   /** Tasks written through the peer's API; the others are SQL copies of those rows. */
   static final int API_ROWS = 1000;
 
-  /** Called at the start of each execution of task {@code i}. */
-  static void record(int i) {
+  /** The warm-up burst: tasks due at once before the measured run, not counted. */
+  static final int WARM = 2000;
+
+  /** A year: the held tasks' distance. */
+  static final long YEAR_MS = 365L * 86_400_000L;
+
+  /** Due time of measured task {@code i}. */
+  static long dueOf(int i) {
+    return dueBaseMs + (long) (i / rate) * 1000L;
+  }
+
+  /** The task handler: deliver task {@code id} (warm-up {@code w..}, measured {@code t..}). */
+  static void execute(String id) throws Exception {
+    if (id.charAt(0) == 'w') {
+      poster.post(id, System.currentTimeMillis(), true);
+      warmed.incrementAndGet();
+      return;
+    }
+    int i = indexOf(id);
+    poster.post(id, dueOf(i), false);
     long now = System.currentTimeMillis();
     if (hits.getAndIncrement(i) == 0) {
-      lateMs[i] = now - (dueBaseMs + (long) (i / rate) * 1000L);
-      executed.incrementAndGet();
-      lastExecMs.accumulateAndGet(now, Math::max);
+      lateMs[i] = now - dueOf(i);
+      delivered.incrementAndGet();
     } else {
       duplicates.incrementAndGet();
     }
@@ -60,17 +93,17 @@ public final class Peer {
 
     void build() throws Exception;
 
-    void insert(int from, int to, long dueMs, String prefix) throws Exception;
+    /** Tasks {@code prefix + from .. to - 1} through the API, task j due at base + (j / rate) s. */
+    void insert(int from, int to, long baseMs, int rate, String prefix) throws Exception;
 
-    /** Rows {@code prefix + from .. prefix + (to - 1)}: copies of the API-written {@code prefix + 0}. */
-    void copy(Connection c, int from, int to, String prefix) throws SQLException;
+    /** Rows {@code prefix + from .. prefix + (to - 1)}: copies of the API-written rows. */
+    void copy(Connection c, int from, int to, long baseMs, int rate, String prefix)
+        throws SQLException;
 
     void start() throws Exception;
 
-    /** One UPDATE: task i due at base + floor(i / rate) s. */
-    void arm(Connection c, long baseMs, int rate) throws SQLException;
-
-    long pending(Connection c) throws SQLException;
+    /** Rows not yet completed: measured ({@code t..}) and warm-up ({@code w..}). */
+    long pending(Connection c, String prefix) throws SQLException;
 
     void stop() throws Exception;
   }
@@ -104,6 +137,27 @@ public final class Peer {
     }
   }
 
+  static Map<String, String> settings(String[] args, int from) {
+    Map<String, String> out = new HashMap<>();
+    for (int k = from; k < args.length; k++) {
+      String[] kv = args[k].split("=", 2);
+      out.put(kv[0], kv[1]);
+    }
+    return out;
+  }
+
+  static int intSetting(Map<String, String> s, String name) {
+    String v = s.get(name);
+    if (v == null) throw new IllegalArgumentException("setting " + name + " missing");
+    return Integer.parseInt(v);
+  }
+
+  static void writeTasks(System_ sys, Connection c, int n, long baseMs, int r, String prefix)
+      throws Exception {
+    sys.insert(0, Math.min(n, API_ROWS), baseMs, r, prefix);
+    if (n > API_ROWS) sys.copy(c, API_ROWS, n, baseMs, r, prefix);
+  }
+
   public static void main(String[] args) throws Exception {
     String which = args[0];
     String url = args[1];
@@ -112,10 +166,14 @@ public final class Peer {
     rate = Integer.parseInt(args[4]);
     int capS = Integer.parseInt(args[5]);
     int held = Integer.parseInt(args[6]);
+    poster = new Poster(which, args[7], args[8]);
+    Map<String, String> settings = settings(args, 9);
     lateMs = new long[n];
     hits = new AtomicIntegerArray(n);
     System_ sys =
-        which.equals("dbscheduler") ? new DbSchedulerPeer(url, user) : new QuartzPeer(url, user);
+        which.equals("dbscheduler")
+            ? new DbSchedulerPeer(url, user, settings)
+            : new QuartzPeer(url, user, settings, capS);
     System.err.println(which + ": " + sys.tuning());
     try (Connection c = DriverManager.getConnection(url, user, "")) {
       c.setAutoCommit(true);
@@ -123,24 +181,32 @@ public final class Peer {
       long t0 = System.nanoTime();
       sys.build();
       double buildS = (System.nanoTime() - t0) / 1e9;
-      long far = System.currentTimeMillis() + 86_400_000L;
-      long insertStart = System.nanoTime();
-      sys.insert(0, Math.min(n, API_ROWS), far, "t");
-      if (n > API_ROWS) sys.copy(c, API_ROWS, n, "t");
-      if (held > 0) sys.insert(0, Math.min(held, API_ROWS), far + 365L * 86_400_000L, "h");
-      if (held > API_ROWS) sys.copy(c, API_ROWS, held, "h");
-      double insertS = (System.nanoTime() - insertStart) / 1e9;
-      System.err.printf(Locale.ROOT, "%s: inserted %d (+%d held) in %.1f s%n", which, n, held, insertS);
+      long heldAt = System.currentTimeMillis() + YEAR_MS;
+      if (held > 0) writeTasks(sys, c, held, heldAt, Integer.MAX_VALUE, "h");
+      exec(c, "vacuum analyze");
       long t1 = System.nanoTime();
       sys.start();
       double startupS = buildS + (System.nanoTime() - t1) / 1e9;
-      Thread.sleep(2000); // warm: a few polls of an idle scheduler
-      long armAt = System.currentTimeMillis();
-      // a whole second, at least 3 s + 0.2 ms per armed task + 0.01 ms per held one (the
-      // UPDATE's time: it rewrites the n tasks, scanning the held ones)
-      dueBaseMs = ((armAt + 3000 + n / 5 + held / 100) / 1000 + 1) * 1000;
-      sys.arm(c, dueBaseMs, rate);
-      long armedMs = System.currentTimeMillis();
+      long warmAt = System.currentTimeMillis();
+      sys.insert(0, WARM, warmAt, Integer.MAX_VALUE, "w");
+      long warmWriteMs = System.currentTimeMillis() - warmAt;
+      long warmDeadline = System.currentTimeMillis() + 120_000;
+      while ((warmed.get() < WARM || sys.pending(c, "w") > 0)
+          && System.currentTimeMillis() < warmDeadline) {
+        Thread.sleep(20);
+      }
+      long writeAt = System.currentTimeMillis();
+      // a whole second far enough ahead for the writes: 3 s, twice the warm-up's API writes
+      // (2,000 rows; the measured run writes 1,000 through the API) and 0.1 ms per copied row
+      dueBaseMs = ((writeAt + 3000 + 2 * warmWriteMs + n / 10) / 1000 + 1) * 1000;
+      long insertStart = System.nanoTime();
+      writeTasks(sys, c, n, dueBaseMs, rate, "t");
+      exec(c, "vacuum analyze");
+      double insertS = (System.nanoTime() - insertStart) / 1e9;
+      long writtenMs = System.currentTimeMillis();
+      System.err.printf(
+          Locale.ROOT, "%s: wrote %d (+%d held) in %.1f s%n", which, n, held, insertS);
+      while (System.currentTimeMillis() < dueBaseMs) Thread.sleep(1);
       double cpu0 = cpuSeconds();
       boolean timeout = false;
       long endMs;
@@ -152,13 +218,13 @@ public final class Peer {
           endMs = now;
           break;
         }
-        if (executed.get() >= n && sys.pending(c) == 0) {
+        if (delivered.get() >= n && sys.pending(c, "t") == 0) {
           endMs = System.currentTimeMillis();
           break;
         }
       }
       double cpu = cpuSeconds() - cpu0;
-      long done = executed.get();
+      long done = delivered.get();
       sys.stop();
       long[] late = Arrays.copyOf(lateMs, n);
       int k = 0;
@@ -167,35 +233,29 @@ public final class Peer {
       }
       late = Arrays.copyOf(late, k);
       Arrays.sort(late);
-      StringBuilder q = new StringBuilder();
-      for (int p = 0; p <= 100; p++) {
-        if (p > 0) q.append(',');
-        q.append(k == 0 ? 0 : late[Math.min(k - 1, (int) Math.floor(p / 100.0 * (k - 1)))]);
-      }
       double span = Math.max(1, endMs - dueBaseMs) / 1000.0;
       System.out.printf(
           Locale.ROOT,
-          "{\"system\": \"%s\", \"n\": %d, \"executed\": %d, \"duplicates\": %d, \"timeout\": %s,"
-              + " \"fires_per_s\": %.1f, \"p50_ms\": %d, \"p99_ms\": %d, \"peak_rss_mb\": %.1f,"
+          "{\"system\": \"%s\", \"n\": %d, \"delivered\": %d, \"duplicates\": %d, \"timeout\": %s,"
+              + " \"completed_per_s\": %.1f, \"completed_p99_ms\": %d, \"peak_rss_mb\": %.1f,"
               + " \"cpu_s_per_1k\": %.3f, \"startup_s\": %.3f, \"insert_s\": %.1f,"
-              + " \"arm_ms\": %d, \"armed_before_due\": %s, \"span_s\": %.2f, \"tuning\": \"%s\", \"quantiles_ms\": [%s]}%n",
+              + " \"written_before_due\": %s, \"due_base_ms\": %d, \"warmed\": %d,"
+              + " \"tuning\": \"%s\"}%n",
           which,
           n,
           done,
           duplicates.get(),
           timeout,
           done / span,
-          k == 0 ? -1 : late[(int) Math.floor(0.50 * (k - 1))],
           k == 0 ? -1 : late[(int) Math.floor(0.99 * (k - 1))],
           peakRssBytes() / 1048576.0,
           done == 0 ? 0.0 : cpu / done * 1000.0,
           startupS,
           insertS,
-          armedMs - armAt,
-          armedMs < dueBaseMs,
-          span,
-          sys.tuning().replace("\"", "'"),
-          q);
+          writtenMs < dueBaseMs,
+          dueBaseMs,
+          warmed.get(),
+          sys.tuning().replace("\"", "'"));
       System.out.flush();
       System.exit(0);
     }
@@ -205,33 +265,23 @@ public final class Peer {
     return Integer.parseInt(id.substring(1));
   }
 
-  static void armSql(Connection c, String sql, long baseMs, int rate) throws SQLException {
+  /**
+   * {@code sql} with ?1 = base ms, ?2 = rate, ?3 = prefix, ?4 = from, ?5 = to - 1, ?6 = prefix;
+   * then {@code ANALYZE} (without statistics for the copied rows PostgreSQL checks each copied
+   * row's foreign key with a plan made for the API-written rows: minutes instead of seconds).
+   */
+  static void copySql(
+      Connection c, String sql, int from, int to, long baseMs, int rate, String prefix)
+      throws SQLException {
     try (PreparedStatement p = c.prepareStatement(sql)) {
       p.setLong(1, baseMs);
       p.setInt(2, rate);
+      p.setString(3, prefix);
+      p.setInt(4, from);
+      p.setInt(5, to - 1);
+      p.setString(6, prefix);
       p.executeUpdate();
     }
-  }
-
-  /** {@code sql} with ?1 = prefix, ?2 = from, ?3 = to - 1, ?4 = prefix (the template's). */
-  static void copySql(Connection c, String sql, int from, int to, String prefix)
-      throws SQLException {
-    try (PreparedStatement p = c.prepareStatement(sql)) {
-      p.setString(1, prefix);
-      p.setInt(2, from);
-      p.setInt(3, to - 1);
-      p.setString(4, prefix);
-      p.executeUpdate();
-    }
-    // statistics for the copied rows before the next statement: without them PostgreSQL checks
-    // each copied row's foreign key with a plan made for the API-written rows (an index scan on
-    // a non-unique prefix: minutes for 100,000 rows instead of seconds)
-    try (Statement s = c.createStatement()) {
-      s.execute("analyze");
-    }
-  }
-
-  static Connection connect(String url, String user) throws SQLException {
-    return DriverManager.getConnection(url, user, "");
+    exec(c, "analyze");
   }
 }
