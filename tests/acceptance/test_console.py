@@ -16,6 +16,7 @@ failure under ``CI=true``.
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import os
@@ -125,6 +126,9 @@ def console(stack: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Itera
         HORAE_PLANNER_SLOT=f"console-{unique}",
         HORAE_DISPATCHER_SLOT=f"console-{unique}",
         HORAE_DISPATCHER_ALLOW=json.dumps(["127.0.0.1/32"]),
+        HORAE_DISPATCHER_WEBHOOK_SECRETS=json.dumps(
+            {A: {"hook": "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()}}
+        ),
         HORAE_PROJECTOR_BATCH_MS="100",
         HORAE_LOG_LEVEL="WARNING",
     )
@@ -293,8 +297,16 @@ def test_ship_a_job(console: Console, page: Page) -> None:
     page.goto(f"{console.url}/console/lateness")
     expect(page.locator("svg.chart")).to_be_visible()
     check(console, page, "lateness")
+    page.goto(f"{console.url}/console/lateness?trigger=first-job")
+    expect(page.locator(".legend")).to_contain_text("decision lateness p99 ≤ 100 ms")
+    check(console, page, "lateness-schedule")
     page.goto(f"{console.url}/console/audit")
     check(console, page, "audit")
+    page.goto(f"{console.url}/console/targets")
+    page.get_by_label("Webhook URL").fill("http://127.0.0.1:9/hook")
+    page.get_by_role("button", name="Get a challenge").click()
+    expect(page.locator("#challenge")).to_contain_text("/.well-known/horae-verification/")
+    check(console, page, "verify-host")
     page.goto(f"{console.url}/console/schedules/first-job/history")
     page.locator("#history tbody tr").first.get_by_role("link").click()
     expect(page.get_by_role("heading", name="Attempts")).to_be_visible()

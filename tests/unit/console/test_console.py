@@ -10,6 +10,7 @@ import re
 import pytest
 from fastapi.routing import APIRoute
 
+from horae.api.verification import expected_answer
 from tests.unit.api.support import Api, cron, make_api
 
 
@@ -248,3 +249,28 @@ def test_platform_page_for_a_platform_token_only() -> None:
         data={"csrf": csrf[1], "suspend": "1", "reason": "unpaid"},
     )
     assert "Suspension of acme requested" in made.text and len(api.backend.commands) == 1
+
+
+def test_verify_a_webhook_host_through_the_api() -> None:
+    api = seeded()
+    csrf = signed_in(api)
+    made = api.client.post(
+        "/console/targets/verify", data={"csrf": csrf, "url": "https://new.acme.example/x"}
+    )
+    assert made.status_code == 201
+    url = re.search(r"<dt>Serve at</dt><dd><code>([^<]+)</code>", made.text)
+    assert url is not None
+    challenge = url[1].rsplit("/", 1)[1]
+    answer = expected_answer("whsec_a", "acme", "new.acme.example", challenge)
+    failed = api.client.post(
+        "/console/targets/check", data={"csrf": csrf, "host": "new.acme.example"}
+    )
+    assert "<strong>failed</strong>" in failed.text
+    api.served[html.unescape(url[1])] = (200, answer.encode())
+    ok = api.client.post("/console/targets/check", data={"csrf": csrf, "host": "new.acme.example"})
+    assert "<strong>verified</strong>" in ok.text
+    csrf = signed_in(api, "acme", "read")
+    refused = api.client.post(
+        "/console/targets/verify", data={"csrf": csrf, "url": "https://x.acme.example/"}
+    )
+    assert refused.status_code == 403 and "needs role 'author'" in text(refused)
