@@ -4,6 +4,8 @@ every second, the leader of a ledger (``fires``) partition is SIGKILLed, then th
 transaction coordinator's partition (``__transaction_state``; one partition here, so it
 coordinates every planner's transactions), then the active controller; each broker is started
 again once the others took over, and the next kill waits until every replica is back in sync.
+Last, the leader of another fires partition is paused (SIGSTOP) for 20 s, past the broker's and
+the planners' session timeouts, and continued.
 Planners that exit (a transaction call that hung ends a process, status 70) are started again,
 as a supervisor would. The read_committed ledger must then hold every instant of every trigger
 exactly once: 0 lost, 0 doubled.
@@ -49,6 +51,7 @@ from tests.waiting import wait_until
 TRIGGERS = [f"bk-{i}" for i in range(6)]
 SLOTS = ("k1", "k2")
 TXN_STATE = "__transaction_state"
+PAUSE_S = 20.0  # a paused broker's SIGSTOP: past every session timeout
 
 
 @dataclass
@@ -188,7 +191,7 @@ def _contiguous_once(env: PlannerEnv) -> dict[str, tuple[int, int]]:
 
 
 @pytest.mark.timeout(900)
-def test_leader_coordinator_and_controller_kills_lose_and_double_nothing(
+def test_broker_kills_and_a_pause_lose_and_double_nothing(
     cluster: Cluster, unique: str, tmp_path: Path
 ) -> None:
     kafka = cluster.kafka
@@ -202,6 +205,7 @@ def test_leader_coordinator_and_controller_kills_lose_and_double_nothing(
     fires_topic = env.topic(Topic.FIRES)
     watched = [fires_topic, TXN_STATE, "__consumer_offsets"]
     recoveries: dict[str, float] = {}
+    paused: int | None = None
     try:
         for trigger in TRIGGERS:
             env.put(definition(trigger))
@@ -209,28 +213,43 @@ def test_leader_coordinator_and_controller_kills_lose_and_double_nothing(
             planners.start(slot)
         wait_until(lambda: decided_since(env, 0, TRIGGERS), 120, 0.5, "the planners decide")
         _steady(planners, 10)
-        victims: tuple[tuple[str, Callable[[], int]], ...] = (
-            ("fires partition leader", lambda: _leader(bootstrap, fires_topic, 0)),
-            ("transaction coordinator", lambda: _leader(bootstrap, TXN_STATE, 0)),
-            ("active controller", lambda: _active_controller(kafka)),
+        victims: tuple[tuple[str, str, Callable[[], int]], ...] = (
+            ("kill", "fires partition leader", lambda: _leader(bootstrap, fires_topic, 0)),
+            ("kill", "transaction coordinator", lambda: _leader(bootstrap, TXN_STATE, 0)),
+            ("kill", "active controller", lambda: _active_controller(kafka)),
+            ("pause", "fires partition leader", lambda: _leader(bootstrap, fires_topic, 1)),
         )
-        for what, find in victims:
+        for how, what, find in victims:
             wait_until(lambda: _in_sync(bootstrap, watched), 180, 1.0, "replicas back in sync")
             node = kafka.node_of(find())
-            killed_at = time.time()
-            _kill(node)
+            hit_at = time.time()
+            if how == "kill":
+                _kill(node)
+            else:  # SIGSTOP past the broker's session (9 s) and the planners' (6 s)
+                paused = node.running_pid()
+                assert paused is not None
+                os.killpg(paused, signal.SIGSTOP)
 
-            def resumed(at: float = killed_at) -> bool:
+            def resumed(at: float = hit_at) -> bool:
+                nonlocal paused
                 planners.tend()
+                if paused is not None and time.time() >= at + PAUSE_S:
+                    os.killpg(paused, signal.SIGCONT)
+                    paused = None
                 try:
                     return decided_since(env, at + 1, TRIGGERS)
                 except KafkaException:  # a read that met the dead leader: ask again
                     return False
 
-            wait_until(resumed, 180, 0.5, f"no decisions after killing the {what}")
-            recoveries[f"{what} (broker {node.node_id})"] = round(time.time() - killed_at, 1)
-            node.stop()  # its pid file
-            node.start()
+            wait_until(resumed, 180, 0.5, f"no decisions after the {how} of the {what}")
+            recoveries[f"{how} {what} (broker {node.node_id})"] = round(time.time() - hit_at, 1)
+            if how == "kill":
+                node.stop()  # its pid file
+                node.start()
+            elif paused is not None:  # decisions went on while it was still paused
+                _steady(planners, max(0.0, hit_at + PAUSE_S - time.time()))
+                os.killpg(paused, signal.SIGCONT)
+                paused = None
             _steady(planners, 5)
         wait_until(lambda: _in_sync(bootstrap, watched), 180, 1.0, "replicas back in sync")
         calm = time.time()
@@ -239,11 +258,13 @@ def test_leader_coordinator_and_controller_kills_lose_and_double_nothing(
         spans = _contiguous_once(env)
         seconds = min(last - first + 1 for first, last in spans.values())
         print(
-            f"\nbroker kills: decisions resumed after {recoveries} s; every trigger decided "
-            f"each of >= {seconds} instants once; planner restarts {planners.restarts}"
+            f"\nbroker kills and pause: decisions resumed after {recoveries} s; every trigger "
+            f"decided each of >= {seconds} instants once; planner restarts {planners.restarts}"
         )
         assert all(last >= calm for _, last in spans.values())
     finally:
+        if paused is not None:
+            os.killpg(paused, signal.SIGCONT)
         for proc in planners.procs.values():
             if proc.poll() is None:
                 proc.kill()
