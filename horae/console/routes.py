@@ -107,6 +107,13 @@ ACTS = {
         "A new version with state deleted: it never fires again. Its history stays.",
     ),
 }
+#: what the login page may say (the link names one; never text taken from the URL)
+LOGIN_MESSAGES = {
+    "in": "Sign in with an API token.",
+    "expired": "The session's token is no longer valid (expired, or its key rotated): sign in "
+    "again.",
+    "out": "Signed out.",
+}
 ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 templates = Environment(
@@ -197,7 +204,7 @@ def render(
 
 def problem_page(request: Request, who: Principal | None, p: Problem) -> Response:
     if p.status == 401:
-        return _to_login(request, p.detail)
+        return _to_login(request, "expired")
     return render(request, "problem.html", p.status, who, problem=p)
 
 
@@ -223,12 +230,7 @@ def page(path: str, methods: tuple[str, ...] = ("GET",)) -> Callable[[Handler], 
             if who is None or token is None:
                 if request.headers.get("hx-request"):
                     return Response(status_code=401, headers={"HX-Redirect": "/console/login"})
-                return _to_login(
-                    request,
-                    "sign in with an API token"
-                    if token is None
-                    else "the session's token is no longer valid",
-                )
+                return _to_login(request, "in" if token is None else "expired")
             try:
                 if request.method == "POST":
                     form = await _form(request)
@@ -295,8 +297,8 @@ router.add_route("/console", home, methods=["GET"])
 
 async def login_form(request: Request) -> Response:
     nonce = session.login_nonce(request)
-    why = request.query_params.get("why", "")
-    response = render(request, "login.html", nonce=nonce, why=why[:300])
+    why = LOGIN_MESSAGES.get(request.query_params.get("why", ""), "")
+    response = render(request, "login.html", nonce=nonce, why=why)
     session.set_login_nonce(response, request, nonce)
     return response
 
@@ -332,7 +334,7 @@ router.add_route("/console/login", login, methods=["POST"])
 
 @page("/console/logout", ("POST",))
 async def logout(request: Request, who: Principal, api: Api) -> Response:
-    response = _redirect("/console/login?why=signed+out")
+    response = _redirect("/console/login?why=out")
     session.clear_session(response)
     return response
 
@@ -451,7 +453,7 @@ async def schedule(request: Request, who: Principal, api: Api) -> Response:
         **{"from": (now - timedelta(days=30)).isoformat(), "to": now.isoformat(), "limit": 1000},
     )
     versions = [e for e in audit["items"] if e.get("trigger_id") == trigger_id]
-    done = request.query_params.get("done", "")
+    done = session.flashed(request)
     return render(
         request,
         "schedule.html",
@@ -460,7 +462,7 @@ async def schedule(request: Request, who: Principal, api: Api) -> Response:
         upcoming=upcoming,
         policies=words.policy_words(trigger),
         versions=versions,
-        done=done[:200],
+        done=done,
         acts=ACTS,
     )
 
@@ -499,7 +501,7 @@ async def act(request: Request, who: Principal, api: Api) -> Response:
     if isinstance(answer, dict) and answer.get("command_id"):
         said += f" (command {answer['command_id']}"
         said += f", fire {answer['fire_key']})" if answer.get("fire_key") else ")"
-    return _redirect(f"/console/schedules/{trigger_id}?{urlencode({'done': said})}")
+    return _redirect(f"/console/schedules/{trigger_id}?{session.flash(request, said)}")
 
 
 # --- history -------------------------------------------------------------------------------
@@ -754,7 +756,7 @@ async def create(request: Request, who: Principal, api: Api) -> Response:
             dst_repeat=words.DST_REPEAT,
         )
     said = f"Created version {made['version']}"
-    return _redirect(f"/console/schedules/{made['trigger_id']}?{urlencode({'done': said})}")
+    return _redirect(f"/console/schedules/{made['trigger_id']}?{session.flash(request, said)}")
 
 
 # --- edit, backfill ------------------------------------------------------------------------
@@ -892,7 +894,7 @@ async def save_edit(request: Request, who: Principal, api: Api) -> Response:
             **_form_context(who),
         )
     said = f"Saved version {made['version']}"
-    return _redirect(f"/console/schedules/{trigger_id}?{urlencode({'done': said})}")
+    return _redirect(f"/console/schedules/{trigger_id}?{session.flash(request, said)}")
 
 
 @page("/console/schedules/{trigger_id}/backfill")
@@ -1000,7 +1002,7 @@ TENANT = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 async def platform(request: Request, who: Principal, api: Api) -> Response:
     """The tenants and their ceilings (a platform token); suspend or resume one."""
     got = await api.get("/v1/admin/tenants")
-    done = request.query_params.get("done", "")[:200]
+    done = session.flashed(request)
     return render(request, "platform.html", who=who, tenants=got["items"], done=done)
 
 
@@ -1026,7 +1028,7 @@ async def suspension(request: Request, who: Principal, api: Api) -> Response:
     answer = await api.send("PUT", f"/v1/admin/tenants/{tenant}/suspension", body)
     verb = "Suspension" if body["suspended"] else "Resumption"
     said = f"{verb} of {tenant} requested (command {answer['command_id']})"
-    return _redirect(f"/console/platform?{urlencode({'done': said})}")
+    return _redirect(f"/console/platform?{session.flash(request, said)}")
 
 
 # --- target verification -------------------------------------------------------------------

@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import secrets
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -85,6 +86,23 @@ def csrf_token(request: Request) -> str:
 def csrf_ok(request: Request, sent: str | None) -> bool:
     expected = csrf_token(request)
     return bool(expected) and sent is not None and hmac.compare_digest(expected, sent)
+
+
+def _flash_mac(request: Request, text: str) -> str:
+    mac = hmac.new(_csrf_key(request), b"flash\x00" + text.encode(), hashlib.sha256)
+    return mac.hexdigest()[:32]
+
+
+def flash(request: Request, text: str) -> str:
+    """The query string of a message for the next page (signed: a link cannot make one up)."""
+    return urlencode({"done": text, "sig": _flash_mac(request, text)})
+
+
+def flashed(request: Request) -> str:
+    """The message of the query string, if this console signed it ('' otherwise)."""
+    text, sig = request.query_params.get("done", ""), request.query_params.get("sig", "")
+    ok = text and hmac.compare_digest(_flash_mac(request, text), sig)
+    return text[:300] if ok else ""
 
 
 def secure(request: Request) -> bool:

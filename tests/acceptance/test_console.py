@@ -152,7 +152,7 @@ def console(stack: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Itera
             except httpx.TransportError:
                 return False
 
-        wait_until(ready, timeout_s=90, message=served.tail)
+        wait_until(ready, timeout_s=180, message=served.tail)
         yield served
         print(f"\nconsole screenshots: {shots}")
     finally:
@@ -420,7 +420,7 @@ def test_edit_with_the_diff(console: Console, page: Page) -> None:
     assert stored["version"] == 2
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 def test_the_morning_after_finds_every_missed_instant_with_its_cause(
     console: Console, page: Page
 ) -> None:
@@ -439,10 +439,10 @@ def test_the_morning_after_finds_every_missed_instant_with_its_cause(
         items: list[dict[str, Any]] = got.json()["items"]
         return items
 
-    wait_until(lambda: fires("fired"), timeout_s=60, message=console.tail)
+    wait_until(lambda: fires("fired"), timeout_s=120, message=console.tail)
     console.stop("planner")  # the outage: a restart takes seconds, the grace is 1 s
     console.start("planner")
-    skipped = wait_until(lambda: fires("skipped"), timeout_s=120, message=console.tail)
+    skipped = wait_until(lambda: fires("skipped"), timeout_s=240, message=console.tail)
     sign_in(console, page, console.token(A, Role.READ, subject="on-call"))
     page.goto(f"{console.url}/console/morning")
     row = page.locator("#morning tr[data-trigger='nightwatch']")

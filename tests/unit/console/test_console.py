@@ -274,3 +274,16 @@ def test_verify_a_webhook_host_through_the_api() -> None:
         "/console/targets/verify", data={"csrf": csrf, "url": "https://x.acme.example/"}
     )
     assert refused.status_code == 403 and "needs role 'author'" in text(refused)
+
+
+def test_no_page_shows_text_a_link_made_up() -> None:
+    api = seeded()
+    csrf = signed_in(api)
+    forged = api.client.get("/console/schedules/nightly?done=Your+token+leaked,+visit+evil&sig=0")
+    assert "evil" not in forged.text
+    login = api.client.get("/console/login?why=Paste+your+token+at+evil")
+    assert "evil" not in login.text
+    done = api.client.post(
+        "/console/schedules/nightly/act", data={"act": "run", "csrf": csrf}, follow_redirects=True
+    )
+    assert "Run now: requested (command" in done.text
