@@ -191,7 +191,8 @@ def main() -> None:
                 contextlib.suppress(Exception),
                 psycopg.connect(database_url, autocommit=True) as conn,
             ):
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+                for name in (schema, f"{schema}_api"):  # the read models, the API's state
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 if __name__ == "__main__":
