@@ -92,6 +92,12 @@ _ALLOW, _WEBHOOK, _ON_TIME = OverlapPolicy.ALLOW, ev.TargetKind.WEBHOOK, ev.Lane
 Refusal = tuple[str, str, str]  # (audited action, quarantine cause, detail)
 
 
+class DefinitionPending(Exception):
+    """A command names a trigger its partition does not know yet. Definitions and commands are
+    two topics: a command produced right after its trigger's definition (the API answers a
+    create once the definition is written, not once a planner read it) can be read first."""
+
+
 class Decider:
     def __init__(
         self,
@@ -202,13 +208,17 @@ class Decider:
             for act in acts
         ]  # fmt: skip
 
-    def on_command_record(self, index: DueIndex, msg: InputRecord, now: float) -> list[Emit]:
+    def on_command_record(
+        self, index: DueIndex, msg: InputRecord, now: float, *, final: bool = True
+    ) -> list[Emit]:
         """A command record of ``index``'s partition: quarantined when it does not decode or
         breaks a text rule (:mod:`horae.contracts.textrules`, cause ``invalid``), is not signed
         by its tenant, names no live trigger, has no or a bad expiry, was applied already, is a
         manual run whose requested time is outside its window (``requested-at``), or its
         tenant is suspended (the last four audited too); else applied once, and remembered in
-        the planner state committed with its effects."""
+        the planner state committed with its effects. A command naming a trigger this
+        partition has never seen raises :class:`DefinitionPending` unless ``final`` (its
+        definition may be on its way: the worker tries it again shortly, then for good)."""
         value = msg.value()
         try:
             command = decode_command(value or b"")  # and its text rules (cause invalid)
@@ -228,6 +238,8 @@ class Decider:
         if command.trigger_id == ev.TENANT_WIDE:
             return self._tenant_command(index, msg, command, now)
         entry = index.get(key)
+        if entry is None and not final:
+            raise DefinitionPending(key)
         if entry is None or entry.definition.state is ev.DefinitionState.DELETED:
             unknown = quarantine(
                 msg, "unknown-trigger", f"no live trigger {key}", utc_datetime(now)

@@ -20,6 +20,12 @@ not a Kafka error) must neither stop its partition nor loop on it. The planner w
   :data:`CAUSE` and the exception (type, message, where it was raised) as its detail, in the
   transaction that commits the offset after it, and the partition moves on.
 
+The same hold serves a command whose trigger the partition does not know yet
+(:class:`~horae.streams.planner.decide.DefinitionPending`: its definition, on the other topic,
+may not have been read yet): nothing was changed, so nothing is spoilt or rebuilt; it is tried
+again after :data:`PENDING_BACKOFF_S`, doubling, and its :data:`PENDING_ATTEMPTS`-th try is
+final (``unknown-trigger``, as before).
+
 The counts live in memory (a rebalance forgets the partitions it takes away; the next owner
 starts at zero: still bounded). A held record survives aborted transactions and rebuilds.
 """
@@ -35,6 +41,9 @@ from horae.ports import TopicPartitionKey
 CAUSE = "handler-error"
 ATTEMPTS = 3
 BACKOFF_S = 1.0
+#: a command waiting for its trigger's definition: tried after 0.1, 0.2, 0.4 s, then for good
+PENDING_ATTEMPTS = 4
+PENDING_BACKOFF_S = 0.1
 
 
 def failure_detail(exc: BaseException, attempts: int) -> str:
@@ -72,17 +81,30 @@ class PoisonRecords:
             return False
         return offset > held.offset or at < held.retry_at
 
-    def failed(self, tp: TopicPartitionKey, offset: int, at: float) -> int | None:
+    def failed(
+        self,
+        tp: TopicPartitionKey,
+        offset: int,
+        at: float,
+        attempts: int | None = None,
+        backoff_s: float | None = None,
+    ) -> int | None:
         """The record at ``offset`` of ``tp`` raised at ``at``: its failure count when it is
-        held for another try, None when it is given up (quarantine it; ``tp`` is released)."""
+        held for another try, None when it is given up (quarantine it; ``tp`` is released).
+        ``attempts`` and ``backoff_s``: this record's own (default: the holder's)."""
         held = self.held.get(tp)
         failures = 1 if held is None or held.offset != offset else held.failures + 1
-        if failures >= self.attempts:
+        if failures >= (attempts or self.attempts):
             self.held.pop(tp, None)
             return None
-        delay = self.backoff_s * 2 ** (failures - 1)
+        delay = (self.backoff_s if backoff_s is None else backoff_s) * 2 ** (failures - 1)
         self.held[tp] = Held(offset, failures, at + delay)
         return failures
+
+    def last_try(self, tp: TopicPartitionKey, offset: int, attempts: int) -> bool:
+        """Whether the record at ``offset`` of ``tp`` is on its last of ``attempts`` tries."""
+        held = self.held.get(tp)
+        return held is not None and held.offset == offset and held.failures + 1 >= attempts
 
     def succeeded(self, tp: TopicPartitionKey, offset: int) -> None:
         """The held record of ``tp`` was applied after all: ``tp`` is released."""

@@ -66,10 +66,18 @@ from horae.ports import (
     ZoneSource,
 )
 from horae.streams.planner.clock import BrokerClock, ClockGate, KafkaBrokerClock, clock_topic
-from horae.streams.planner.decide import Decider
+from horae.streams.planner.decide import Decider, DefinitionPending
 from horae.streams.planner.index import INDEX, DueIndex
 from horae.streams.planner.metrics import PlannerMetrics
-from horae.streams.planner.poison import ATTEMPTS, BACKOFF_S, CAUSE, PoisonRecords, failure_detail
+from horae.streams.planner.poison import (
+    ATTEMPTS,
+    BACKOFF_S,
+    CAUSE,
+    PENDING_ATTEMPTS,
+    PENDING_BACKOFF_S,
+    PoisonRecords,
+    failure_detail,
+)
 from horae.streams.planner.rebuild import GcPolicy, KeepGc, rebuild_partition
 from horae.streams.planner.records import utc_datetime
 from horae.streams.planner.sharing import SharedValues
@@ -438,7 +446,12 @@ class Planner:
             left.setdefault(tp, offset)
             return []
         try:
-            out = self._apply(record, now)
+            final = self.poison.last_try(tp, offset, PENDING_ATTEMPTS)
+            out = self._apply(record, now, final=final)
+        except DefinitionPending:  # nothing changed: held a moment (not its last try), no rebuild
+            self.poison.failed(tp, offset, at, PENDING_ATTEMPTS, PENDING_BACKOFF_S)
+            left.setdefault(tp, offset)
+            return []
         except (KafkaException, TransactionFailed):
             raise  # the log itself failing is no poison record
         except Exception as exc:
@@ -465,7 +478,9 @@ class Planner:
             return "definitions"
         return "outcomes" if topic == self._topics[Topic.OUTCOMES] else "commands"
 
-    def _apply(self, record: InputRecord, now: float) -> list[Emit]:
+    def _apply(self, record: InputRecord, now: float, *, final: bool = True) -> list[Emit]:
+        """``record`` applied to its partition's index; ``final``: a command naming a trigger
+        the partition does not know is refused now (else :class:`DefinitionPending`)."""
         index = self.indexes.get(record.partition() or 0)
         if index is None:
             return []
@@ -474,7 +489,7 @@ class Planner:
             return self.decider.on_definition_record(index, record, now)
         if topic == self._topics[Topic.OUTCOMES]:
             return self.decider.on_outcome_record(index, record, now)
-        return self.decider.on_command_record(index, record, now)
+        return self.decider.on_command_record(index, record, now, final=final)
 
     def _owes_commit(self, records: Sequence[InputRecord]) -> bool:
         """Whether positions moved by records that produced nothing must be committed now: yes

@@ -201,3 +201,24 @@ def test_a_partition_given_straight_back_in_a_rebalance_is_not_rebuilt_a_lost_on
     assert reader.reads > 0
     rig.step(1.0)
     assert _instants(rig.fires()) == [int(T0) + 1, int(T0) + 2, int(T0) + 3]
+
+
+def test_a_command_read_before_its_triggers_definition_waits_for_it(rig: Rig) -> None:
+    """Definitions and commands are two topics: a run sent right after its trigger's create can
+    be read first. It is tried again a moment later (the commands partition held at it), not
+    refused, and fires once the definition is read; a command whose trigger never comes is
+    refused ``unknown-trigger`` after its last try, and the partition goes on."""
+    rig.send(command("late", ev.CommandKind.MANUAL_RUN, T0))
+    rig.step()
+    assert rig.quarantined() == [] and rig.fires() == []
+    rig.put(definition("late", expr="0 0 * * *"))
+    rig.step(0.05)  # the definition read; the command still held
+    rig.step(0.1)  # its retry: applied now
+    (fire,) = rig.fires()
+    assert fire.origin is ev.Origin.MANUAL and fire.trigger_id == "late"
+    rig.send(command("never", ev.CommandKind.MANUAL_RUN, rig.clock.now()))
+    rig.send(command("late", ev.CommandKind.MANUAL_RUN, rig.clock.now() + 1))
+    for _ in range(8):
+        rig.step(0.2)
+    assert rig.quarantined() == ["unknown-trigger"]
+    assert len(rig.fires()) == 2  # the command after the refused one was applied
