@@ -56,7 +56,7 @@ class Plan:
         for s in CATALOGUE:
             if not s.per_tenant:
                 out.append((s.name(self.prefix), s))
-            for tenant in sorted(self.tenants) if s.per_tenant else ():
+            for tenant in sorted(set(self.tenants)) if s.per_tenant else ():  # each once
                 out.append((f"{s.name(self.prefix)}.{tenant_token(tenant)}", s))
         return out
 

@@ -123,6 +123,12 @@ def test_plan_holds_each_tenants_events_topic_and_no_shared_one() -> None:
     assert "p.events.acme" in names and "p.events.bDc" in names
     assert "p.events" not in names and "p.schedule-events" not in names
     assert len(names) == len(tp.CATALOGUE) - 1 + 2
+    # a tenant named twice (the settings' keys and the caller's) is one topic: the broker
+    # refuses a request that names a topic twice
+    assert (
+        Plan("p.", 3, 1, ("acme", "b.c", "acme")).topics()
+        == Plan("p.", 3, 1, ("acme", "b.c")).topics()
+    )
 
 
 def test_router_sends_schedule_events_to_their_tenant_and_event_targets_to_their_topic() -> None:
