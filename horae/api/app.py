@@ -47,7 +47,7 @@ from horae.api.ports import (
     RecentWrites,
     StoredTrigger,
 )
-from horae.api.schemas import components
+from horae.api.schemas import REPORTED, components
 from horae.api.service import (
     CONFIRM_TTL_S,
     ApiError,
@@ -946,18 +946,7 @@ def create_app(
         held = await run_in_threadpool(service.existing, who.tenant, trigger_id)
         d = held.definition
         current = service.out(held)
-        for name in (
-            "tenant",
-            "version",
-            "state",
-            "run_state",
-            "author",
-            "role",
-            "authored_at",
-            "created_at",
-            "updated_at",
-            "next_instants",
-        ):
+        for name in REPORTED:
             current.pop(name, None)
         current["policies"]["horizon_s"] = value
         amended = service.parse(

@@ -20,6 +20,19 @@ from horae.contracts.jsonform import named_types
 
 #: TriggerDefinition fields the API fills from the token and the version it computes.
 FILLED = ("tenant", "version", "authored_at", "author", "role", "signature")
+#: TriggerOut fields that are not TriggerIn's: what a body built from an answer must drop
+REPORTED = (
+    "tenant",
+    "version",
+    "state",
+    "run_state",
+    "author",
+    "role",
+    "authored_at",
+    "created_at",
+    "updated_at",
+    "next_instants",
+)
 
 _PRIMITIVE: dict[str, dict[str, Any]] = {
     "string": {"type": "string"},

@@ -42,6 +42,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from horae.api.auth import Principal, TokenError
+from horae.api.schemas import REPORTED
 from horae.console import session, words
 from horae.console.inproc import Api, Problem
 from horae.contracts.events import Role
@@ -761,6 +762,7 @@ async def create(request: Request, who: Principal, api: Api) -> Response:
 
 # --- edit, backfill ------------------------------------------------------------------------
 #: TriggerOut fields the API fills (an amend sending one is refused)
+FILLED = REPORTED
 FILLED = (
     "tenant",
     "version",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from horae.domain.cron import MACROS
+
 DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
 MONTHS = [
     "January",
@@ -27,15 +29,6 @@ MONTHS = [
 ]
 NAMED_DAYS = {d[:3].lower(): i for i, d in enumerate(DAYS)}
 NAMED_MONTHS = {m[:3].lower(): i + 1 for i, m in enumerate(MONTHS)}
-MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
 
 
 def _every(seconds: int) -> str:
