@@ -90,27 +90,37 @@ def _aborts(port: int) -> float:
     raise AssertionError("no horae_planner_transaction_aborts_total served")
 
 
-@pytest.mark.timeout(400)
-def test_sigkill_at_injected_points_decides_each_instant_once(planner_env: PlannerEnv) -> None:
-    for trigger in TRIGGERS:
-        planner_env.put(definition(trigger))
-    chaos = {"HORAE_FAILPOINTS": "before_commit=0.05,after_commit=0.05"}
+def _crash_loop(
+    env: PlannerEnv, slot: str, chaos: dict[str, str], at_least_s: float, kills_needed: int = 3
+) -> int:
+    """Run a planner in ``slot`` under failpoints (``chaos``), restarting it after each injected
+    crash, for at least ``at_least_s`` and ``kills_needed`` crashes (150 s at most: a slow
+    machine restarts slowly); then kill it. The number of crashes."""
     kills = 0
-    proc = planner_env.spawn("crashy", chaos)
+    proc = env.spawn(slot, chaos)
     started = time.monotonic()
 
-    def over() -> bool:  # at least 60 s of firing and 3 crashes (a slow machine restarts slowly)
+    def over() -> bool:
         elapsed = time.monotonic() - started
-        return elapsed >= 150 or (elapsed >= 60 and kills >= 3)
+        return elapsed >= 150 or (elapsed >= at_least_s and kills >= kills_needed)
 
     while not over():
         wait_until(_exited_or(proc, over), 200, 0.1, "neither a crash nor the end of the run")
         if proc.poll() is not None:
             assert proc.returncode == -signal.SIGKILL, f"planner died with {proc.returncode}"
             kills += 1
-            proc = planner_env.spawn("crashy", chaos)
+            proc = env.spawn(slot, chaos)
     proc.kill()
     proc.wait()
+    return kills
+
+
+@pytest.mark.timeout(400)
+def test_sigkill_at_injected_points_decides_each_instant_once(planner_env: PlannerEnv) -> None:
+    for trigger in TRIGGERS:
+        planner_env.put(definition(trigger))
+    chaos = {"HORAE_FAILPOINTS": "before_commit=0.05,after_commit=0.05"}
+    kills = _crash_loop(planner_env, "crashy", chaos, 60)
     calm_at = time.time()
     calm = planner_env.spawn("crashy")  # the same slot, no failpoints: catches up and settles
     wait_until(_all_fired_after(planner_env, calm_at), 90, 0.5, "the calm planner caught up")
@@ -210,22 +220,7 @@ def test_a_peak_killed_between_its_transactions_is_decided_once(planner_env: Pla
         planner_env.put(definition(trigger))
     small = {"HORAE_PLANNER_TXN_MAX_DECISIONS": "100"}
     chaos = {**small, "HORAE_FAILPOINTS": "between_transactions=0.05"}
-    kills = 0
-    proc = planner_env.spawn("herd", chaos)
-    started = time.monotonic()
-
-    def over() -> bool:
-        elapsed = time.monotonic() - started
-        return elapsed >= 150 or (elapsed >= 20 and kills >= 3)
-
-    while not over():
-        wait_until(_exited_or(proc, over), 200, 0.1, "neither a crash nor the end of the run")
-        if proc.poll() is not None:
-            assert proc.returncode == -signal.SIGKILL, f"planner died with {proc.returncode}"
-            kills += 1
-            proc = planner_env.spawn("herd", chaos)
-    proc.kill()
-    proc.wait()
+    kills = _crash_loop(planner_env, "herd", chaos, 20)
     calm_at = time.time()
     calm = planner_env.spawn("herd", small)
     wait_until(lambda: decided_since(planner_env, calm_at + 1, herd), 90, 0.5, "caught up")
