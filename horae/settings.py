@@ -274,6 +274,13 @@ class ChaosSettings(BaseSettings):
     )
     seed: int | None = Field(default=None, description="seed of the chaos; unset: random")
     keep: bool = Field(default=False, description="keep the private stack's data afterwards")
+    fuzz: int = Field(
+        default=0,
+        ge=0,
+        description="instead of the soak: this many rounds of the end-to-end fuzz (API and Kafka "
+        "into a real planner, dispatcher and projector, with its stall watch); its counts are "
+        "printed last; 0: the soak",
+    )
 
 
 class ApiSettings(BaseSettings):

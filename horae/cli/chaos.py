@@ -1,12 +1,17 @@
 """``horae chaos``: the chaos soak — the whole system on a private Kafka broker and PostgreSQL,
 under load and broken at random (processes, broker and database SIGKILLed and restarted, members
-added and drained), then checked by an independent checker. Its code is a test tool and lives in
-the source checkout (``tests/chaos/soak/``), not in the wheel."""
+added and drained), then checked by an independent checker; or, with ``--fuzz N``, N rounds of
+the end-to-end fuzz (``tests/integration/security/test_fuzz_e2e.py``, its long profile). Both are
+test tools of the source checkout (``tests/``), not in the wheel."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from horae.cli.common import add_flags
@@ -35,5 +40,21 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     from tests.chaos.soak.driver import main
 
     mine = settings.chaos
+    if mine.fuzz:
+        return _fuzz(mine.fuzz)
     code: int = main(mine.minutes, mine.profile, mine.seed, keep=mine.keep)
     return code
+
+
+def _fuzz(rounds: int) -> int:
+    """The end-to-end fuzz's long profile: ``rounds`` rounds of its test module (on the test
+    session's private stack, as in CI), then its counts (the last line, JSON)."""
+    with tempfile.TemporaryDirectory(prefix="horae-fuzz-") as tmp:
+        report = Path(tmp) / "counts.json"
+        env = dict(os.environ, HORAE_FUZZ_EXAMPLES=str(rounds), HORAE_FUZZ_REPORT=str(report))
+        module = CHECKOUT / "tests" / "integration" / "security" / "test_fuzz_e2e.py"
+        command = [sys.executable, "-m", "pytest", "-q", str(module), "-o", "timeout=0"]
+        code = subprocess.run(command, env=env, cwd=CHECKOUT, check=False).returncode
+        if report.exists():
+            print(json.dumps(json.loads(report.read_text()), sort_keys=True))
+        return code
