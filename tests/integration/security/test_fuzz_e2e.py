@@ -513,7 +513,7 @@ def run_round(system: System, watch: StallWatch, bodies: list[dict[str, Any]]) -
         COUNTS[f"fire {story.fire.get('status') or story.fire.get('state')}"] += 1
         if story.attempts:
             last = story.attempts[-1]
-            COUNTS[f"attempt {last.get('result') or last.get('outcome')}"] += 1
+            COUNTS[f"attempt {last.get('transport_result') or last.get('not_sent')}"] += 1
     COUNTS["rounds"] += 1
 
 
