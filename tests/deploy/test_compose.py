@@ -258,7 +258,7 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
         mark = time.monotonic()
         it.up("kafka-1", "kafka-2", "kafka-3", "postgres")
         admin = it.kafka_admin()
-        wait_until(lambda: _brokers(admin) == 3, timeout_s=120, interval_s=1, message=it.logs)
+        wait_until(lambda: _brokers(admin) == 3, timeout_s=240, interval_s=1, message=it.logs)
         wait_until(lambda: _database_answers(it), timeout_s=60, interval_s=0.5, message=it.logs)
         timings["services_s"] = time.monotonic() - mark
         mark = time.monotonic()
@@ -282,7 +282,7 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
                     run(["podman", "start", it.container(service)], env=it.env)
             return all(_ready(f"http://127.0.0.1:{it.port(p)}/readyz") for p in ("61", "62", "60"))
 
-        wait_until(all_ready, timeout_s=120, interval_s=1, message=it.logs)
+        wait_until(all_ready, timeout_s=240, interval_s=1, message=it.logs)
         timings["processes_s"] = time.monotonic() - mark
         timings["restarts"] = float(sum(restarts.values()))
         yield it
