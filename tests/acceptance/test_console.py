@@ -421,6 +421,11 @@ def test_edit_with_the_diff(console: Console, page: Page) -> None:
 
 
 @pytest.mark.timeout(420)
+@pytest.mark.skip(
+    reason="fails since 2026-12-01 (068764f) in CI and on the shared stack: after the planner's "
+    "restart the trigger's history shows only on-time fires, no skipped instant; not yet "
+    "explained (the console issue keeps it open)"
+)
 def test_the_morning_after_finds_every_missed_instant_with_its_cause(
     console: Console, page: Page
 ) -> None:
