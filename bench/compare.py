@@ -117,6 +117,7 @@ DBSCHEDULER_SWEEP: dict[str, Any] = {
 
 FIGURES = (
     "fires_per_s",
+    "first_ms",
     "p50_ms",
     "p99_ms",
     "max_ms",
@@ -126,6 +127,7 @@ FIGURES = (
 )
 HEADS = (
     "delivered/s (min-max)",
+    "first ms",
     "p50 ms",
     "p99 ms",
     "max ms",
@@ -374,14 +376,15 @@ def run_peer(
 
 def with_receipts(result: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
     """A peer's result with the receiver's figures: ``received`` (distinct keys), lateness
-    (receipt - due) and fires/s over the span from the first due instant to the last receipt."""
+    (receipt - due; ``first_ms``: the first delivery's) and fires/s over the span from the first due
+    instant to the last receipt."""
     r = dict(result)
     r["received"] = stats["distinct"]
     r["posts"], r["refused"] = stats["posts"], stats["refused"]
     span = stats.get("span_s")
     r["span_s"] = span
     r["fires_per_s"] = round(stats["distinct"] / span, 1) if span else None
-    for k in ("p50_ms", "p99_ms", "max_ms"):
+    for k in ("first_ms", "p50_ms", "p99_ms", "max_ms"):
         r[k] = stats.get(k)
     r["quantiles_ms"] = stats.get("lateness_ms")
     return r
@@ -518,7 +521,8 @@ def table(results: Results, wls: list[Workload]) -> str:
 
 def decided_table(results: Results, wls: list[Workload]) -> str:
     """Horae's decisions alone, "decided, not delivered": decided/s and decision lateness."""
-    rows = [["workload", "durability", "decided/s", "decided p50 ms", "decided p99 ms", "status"]]
+    heads = ["decided/s", "first ms", "decided p50 ms", "decided p99 ms", "last ms", "status"]
+    rows = [["workload", "durability", *heads]]
     for wl in wls:
         for mode in MODES:
             r = results.get((wl.key, "horae", mode))
@@ -528,8 +532,10 @@ def decided_table(results: Results, wls: list[Workload]) -> str:
                         wl.title,
                         mode,
                         _cell({"fires_per_s": r.get("decided_per_s")}, "fires_per_s"),
+                        _cell(r, "decided_first_ms"),
                         _cell(r, "decided_p50_ms"),
                         _cell(r, "decided_p99_ms"),
+                        _cell(r, "decided_p100_ms"),
                         "decided, not delivered",
                     ]
                 )
@@ -559,7 +565,8 @@ def summary(results: Results) -> dict[str, Any]:
         part = f"{system}_{NAMES[wl]}"
         extra: tuple[str, ...] = ("fires_per_s_min", "fires_per_s_max")
         if system == "horae":
-            extra += ("decided_per_s", "decided_p50_ms", "decided_p99_ms")
+            extra += ("decided_per_s", "decided_first_ms", "decided_p50_ms", "decided_p99_ms")
+            extra += ("decided_p100_ms",)
         for f in (*FIGURES, *extra):
             out[f"{part}{f}_{mode}"] = r.get(f)
         out[f"{part}status_{mode}"] = status(r)

@@ -163,7 +163,7 @@ class Lanes:
         assert self.producer.flush(60) == 0
 
 
-def env_for(bootstrap: str, prefix: str, slot: str) -> dict[str, str]:
+def env_for(bootstrap: str, prefix: str, slot: str, inflight: int = 256) -> dict[str, str]:
     return dict(
         os.environ,
         HORAE_KAFKA_BOOTSTRAP=bootstrap,
@@ -174,7 +174,7 @@ def env_for(bootstrap: str, prefix: str, slot: str) -> dict[str, str]:
         HORAE_TENANT_GRANTS=json.dumps(
             {TENANT: {"dispatch_per_s": 1_000_000, "max_concurrency": 256}}
         ),
-        HORAE_DISPATCHER_MAX_INFLIGHT="256",
+        HORAE_DISPATCHER_MAX_INFLIGHT=str(inflight),
         HORAE_DISPATCHER_CALLBACK_SECRET="bench",
         HORAE_DISPATCHER_SLOT=slot,
         HORAE_LOG_LEVEL="WARNING",

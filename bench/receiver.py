@@ -13,7 +13,8 @@ instant, read from the body: Horae's envelope's ``data.due_at``, a peer's ``due_
 
 ``GET /stats?shift_ms=S`` sums up (``S`` is added to each receipt: Horae's virtual clock runs
 ahead of the wall clock): ``distinct`` keys, ``posts``, ``refused`` (bad signatures),
-``lateness_ms`` quantiles 0..100 (receipt + S - due), ``p50_ms``/``p99_ms``/``max_ms`` and
+``lateness_ms`` quantiles 0..100 (receipt + S - due), ``first_ms`` (the first delivery's: a
+burst's earliest receipt), ``p50_ms``/``p99_ms``/``max_ms`` and
 ``span_s`` (from the earliest due instant to the last receipt). ``POST /reset`` forgets
 everything (one receiver serves every run of a comparison).
 """
@@ -108,6 +109,7 @@ class Receipts:
             def q(p: float) -> int:
                 return round(late[min(len(late) - 1, int(p * (len(late) - 1)))])
 
+            out["first_ms"] = round(late[0])
             out["p50_ms"], out["p99_ms"], out["max_ms"] = q(0.5), q(0.99), round(late[-1])
             out["lateness_ms"] = [q(p / 100) for p in range(101)]
         return out

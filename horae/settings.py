@@ -86,13 +86,15 @@ class PlannerSettings(BaseSettings):
         "snapshot, so a start loads it and replays only the rest; 0: no snapshots",
     )
     txn_max_decisions: int = Field(
-        default=1_000,
+        default=8_000,
         ge=1,
         description="commit a transaction once it holds about this many decisions (a peak "
-        "streams into the ledger instead of waiting for its last decision)",
+        "streams into the ledger instead of waiting for its last decision); an iteration's "
+        "first transaction ends after one chunk of 256, each next may be twice as large, up to "
+        "this bound and txn_max_ms",
     )
     txn_max_ms: float = Field(
-        default=25.0,
+        default=200.0,
         ge=0,
         description="commit a transaction once it has been filling for this long (ms), or holds "
         "txn_max_decisions, whichever first",

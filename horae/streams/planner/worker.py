@@ -86,6 +86,10 @@ from horae.streams.planner.snapshot import Snapshots, ensure_snapshot_topic, sna
 log = logging.getLogger(__name__)
 #: triggers decided per call into the decider: how often a filling transaction checks its bounds
 DECIDE_CHUNK = 256
+#: an iteration's first transaction ends after one chunk, so a peak's first decisions are
+#: visible milliseconds after its instant; each next one may be this many times larger, up to
+#: ``txn_max_decisions`` / ``txn_max_s``, so a long peak pays fewer commits as it goes on
+TXN_GROWTH = 2
 #: the name the loop beats under (:class:`~horae.kafka.txn.HangWatch`)
 LOOP = "planner loop"
 #: logged when the group takes partitions away without a rebalance (session expired, fenced)
@@ -106,8 +110,8 @@ class PlannerConfig:
     batch_limit: int = 20_000  # most decisions per partition and iteration
     #: a transaction is committed once it holds about this many decisions, or has been filling
     #: for ``txn_max_s``, whichever first: a peak streams into the ledger (docs/performance.md)
-    txn_max_decisions: int = 1_000
-    txn_max_s: float = 0.025
+    txn_max_decisions: int = 8_000
+    txn_max_s: float = 0.2
     session_timeout_ms: int = 10_000
     tenant_keys: TenantKeys | None = None  # definition- and command-signing keys
     grants: Grants | None = None  # key roles, tenant ceilings, secret refs (None: defaults)
@@ -367,13 +371,16 @@ class Planner:
     ) -> tuple[list[Emit], int] | None:
         """Decide every owned partition's due instants (up to ``batch_limit`` per partition),
         appending to ``outputs``. A transaction is committed as soon as it holds
-        ``txn_max_decisions`` decisions or has been filling for ``txn_max_s``, so a peak streams
-        into the ledger instead of waiting for its last decision; what is left is returned for
-        the iteration's last commit, with the number of records decided in all. None when a
-        commit aborted (the indexes were rebuilt: nothing more is decided this iteration)."""
+        ``txn_max_decisions`` decisions or has been filling for ``txn_max_s`` (the first after
+        one chunk, each next up to ``TXN_GROWTH`` times as large, until those bounds), so a peak
+        streams into the ledger instead of waiting for its last decision; what is left is
+        returned for the iteration's last commit, with the number of records decided in all.
+        None when a commit aborted (the indexes were rebuilt: nothing more is decided this
+        iteration)."""
         cfg = self.config
         until = now - cfg.epsilon_s
         opened, in_txn, total = self.clock.monotonic(), 0, 0
+        scale = min(1.0, DECIDE_CHUNK / cfg.txn_max_decisions)  # of the bounds, growing
         for p, index in list(self.indexes.items()):
             if p in spoilt:
                 continue
@@ -388,10 +395,11 @@ class Planner:
                 budget -= n
                 in_txn += n
                 if (
-                    in_txn < cfg.txn_max_decisions
-                    and self.clock.monotonic() - opened < cfg.txn_max_s
+                    in_txn < scale * cfg.txn_max_decisions
+                    and self.clock.monotonic() - opened < scale * cfg.txn_max_s
                 ):
                     continue
+                scale = min(1.0, TXN_GROWTH * scale)
                 index.settle()
                 if not self._commit_step(outputs, now, left, spoilt):
                     return None
