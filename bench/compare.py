@@ -1,7 +1,7 @@
 """The fair race: Horae beside the schedulers people pick instead, each at its documented best,
 the same durability on both sides, the same counted event, in one run on one machine.
 
-    .venv/bin/python bench/compare.py [--workloads a,b,c] [--durability nosync,sync]
+    .venv/bin/python bench/compare.py [--workloads a,b,c] [--durability nosync,sync,replicated]
         [--scale 100000] [--rate 1000] [--steady-seconds 60] [--held 1000000] [--repeats 3]
         [--other-repeats 1] [--slow-scale 10000] [--sweep-scale 5000] [--sweep-final-scale 20000]
         [--sweep-durability sync|nosync|all] [--systems horae,apscheduler,...] [--cap 600]
@@ -24,7 +24,11 @@ Durability, both sides alike: ``nosync`` = the dev stack's PostgreSQL (``fsync=o
 as it runs by default (no fsync per write); ``sync`` = a private PostgreSQL cluster started here
 (``fsync`` and ``synchronous_commit`` on) and ``flush.messages=1`` on every topic of Horae's
 bench prefix, set through the admin client (the broker fsyncs each write to them before it
-answers). The headline is ``sync``.
+answers); ``replicated`` = Horae alone on a private 3-broker KRaft cluster started here (RF 3,
+``min.insync.replicas`` 2, ``acks=all``, Kafka's default flush: the way Kafka users get
+durability), raced against the peers' ``sync`` rows (fsync is how a PostgreSQL user gets it),
+on workload (a) only; the cluster runs only during those runs. The headline is ``sync``: the
+one durability both sides reach by the same means.
 
 Each peer runs at the settings ``PEER_SETTINGS`` names (docs/performance.md names the same;
 tests/unit/test_compare.py checks it). db-scheduler's are swept first on the headline
@@ -63,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -96,7 +101,11 @@ SYSTEMS = ("horae", "apscheduler", "dbscheduler", "quartz", "quartz_partitioned"
 SLOW = ("apscheduler", "quartz", "quartz_partitioned")
 PEERS_OF_GOALS = ("apscheduler", "dbscheduler", "quartz")
 GOAL_RATIOS = {"apscheduler": 10.0, "dbscheduler": 2.0, "quartz": 2.0}
-MODES = ("nosync", "sync")
+MODES = ("nosync", "sync", "replicated")
+#: Horae's rows on a 3-broker cluster (RF 3, min.insync.replicas 2, acks=all) race the peers'
+#: ``sync`` rows: replication is how Kafka users get durability, fsync is how PostgreSQL's do
+REPLICATED = "replicated"
+PEER_MODE = {"nosync": "nosync", "sync": "sync", REPLICATED: "sync"}
 HEADLINE = "sync"
 CONTEST = ("horae", "dbscheduler")  # the cells the headline's closest ratio rests on
 
@@ -285,6 +294,46 @@ def sync_cluster() -> Iterator[Database]:
 
 
 @contextlib.contextmanager
+def replicated_kafka() -> Iterator[dict[str, str]]:
+    """A private 3-broker KRaft cluster (every node also a controller; Horae's topics on it get
+    replication factor 3 and ``min.insync.replicas`` 2, its producers ``acks=all``): the
+    environment a Horae process needs to use it as its admin. Stopped and removed after."""
+    from horae.devstack.kafka import KafkaCluster
+    from horae.devstack.stack import LocalStack
+    from horae.settings import DevSettings, Settings
+
+    kport, cport, pport, *extra = (_free_port() for _ in range(7))
+    dev = DevSettings(
+        kafka_port=kport,
+        kafka_controller_port=cport,
+        postgres_port=pport,
+        brokers=3,
+        kafka_node_ports=extra,
+    )
+    home = Path(tempfile.mkdtemp(prefix="horae-bench-3b-"))
+    settings = Settings(kafka_bootstrap=None, database_url=None, dev=dev)
+    kafka = LocalStack.from_settings(settings, state_dir=home).kafka
+    assert isinstance(kafka, KafkaCluster)
+    try:
+        kafka.start()
+        admin = kafka.admin
+        assert admin is not None
+        yield dict(
+            os.environ,
+            HORAE_KAFKA_BOOTSTRAP=kafka.bootstrap,
+            HORAE_KAFKA_USERNAME=admin.username,
+            HORAE_KAFKA_PASSWORD=admin.password,
+            HORAE_KAFKA_SECURITY_PROTOCOL=kafka.connection().security_protocol,
+            HORAE_TOPIC_REPLICATION_FACTOR="3",
+        )
+    finally:
+        try:
+            kafka.stop()
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def receiving() -> Iterator[int]:
     """bench/receiver.py on ``receiver.PORT`` for the whole comparison."""
     proc = subprocess.Popen(
@@ -331,9 +380,13 @@ def _last_json(out: str) -> dict[str, Any]:
     return result
 
 
-def _run(system: str, cmd: list[str], timeout_s: float) -> dict[str, Any]:
+def _run(
+    system: str, cmd: list[str], timeout_s: float, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout_s, check=False, env=env
+        )
     except subprocess.TimeoutExpired:
         return {"system": system, "timeout": True, "error": "killed at the cap"}
     if proc.returncode != 0:
@@ -395,31 +448,33 @@ class Horae:
     midnight; a steady run's one-shot instants are spent, so (b) loads again for each run."""
 
     def __init__(self) -> None:
-        self.loaded: dict[str, str] = {}
-        self.prefixes: list[str] = []
+        self.loaded: dict[tuple[str, bool], str] = {}  # by workload and cluster
+        self.prefixes: list[str] = []  # on the dev stack's broker (the private one is removed)
+        self.replicated: dict[str, str] | None = None  # the 3-broker cluster's environment
 
-    def _horae(self, *args: str, timeout_s: float) -> dict[str, Any]:
+    def _horae(self, *args: str, timeout_s: float, replicated: bool = False) -> dict[str, Any]:
         cmd = [sys.executable, str(PEERS / "horae_peer.py"), *args]
-        return _run("horae", cmd, timeout_s)
+        return _run("horae", cmd, timeout_s, self.replicated if replicated else None)
 
     def run(self, wl: Workload, mode: str, cap: int) -> dict[str, Any]:
-        prefix = self.loaded.get(wl.key)
+        on3 = mode == REPLICATED
+        run = functools.partial(self._horae, replicated=on3)
+        prefix = self.loaded.get((wl.key, on3))
         if prefix is None:
             prefix = f"bcmp{uuid.uuid4().hex[:6]}."
-            self.prefixes.append(prefix)
+            if not on3:
+                self.prefixes.append(prefix)
             print(f"horae: loading {wl.n + wl.held:,} definitions under {prefix}", flush=True)
             started = time.monotonic()
             setup_s = SETUP_S + (wl.n + wl.held) // 250
-            loaded = self._horae(
-                "load", prefix, str(wl.n), str(wl.rate), str(wl.held), timeout_s=setup_s
-            )
+            loaded = run("load", prefix, str(wl.n), str(wl.rate), str(wl.held), timeout_s=setup_s)
             if "error" in loaded:
                 return loaded
             print(f"horae: loaded in {time.monotonic() - started:.0f} s", flush=True)
             if wl.rate == wl.n:
-                self.loaded[wl.key] = prefix  # the next midnight fires the same set again
+                self.loaded[(wl.key, on3)] = prefix  # the next midnight fires the same set again
         n, rate, held = str(wl.n), str(wl.rate), str(wl.held)
-        return self._horae("measure", prefix, n, rate, held, mode, timeout_s=cap + SETUP_S)
+        return run("measure", prefix, n, rate, held, mode, timeout_s=cap + SETUP_S)
 
     def cleanup(self) -> None:
         for prefix in self.prefixes:
@@ -573,7 +628,7 @@ def summary(results: Results) -> dict[str, Any]:
     for mode in MODES:
         mine = results.get(("a", "horae", mode), {})
         for peer in PEERS_OF_GOALS:
-            name, theirs = peer_figure(results, peer, mode)
+            name, theirs = peer_figure(results, peer, PEER_MODE[mode])
             if theirs:
                 if mine.get("fires_per_s"):
                     out[f"ratio_{peer}_{mode}"] = round(mine["fires_per_s"] / theirs, 2)
@@ -603,7 +658,7 @@ def goals(results: Results) -> list[tuple[str, bool]]:
                 out.append((f"goal (a) {mode}: {ratio}x {label} (>= {goal:g}x)", met))
         mine = results.get(("b", "horae", mode), {}).get("p99_ms")
         for peer in ("apscheduler", "dbscheduler", "quartz", "quartz_partitioned"):
-            r = results.get(("b", peer, mode))
+            r = results.get(("b", peer, PEER_MODE[mode]))
             if mine is None or r is None:
                 continue
             theirs = r.get("p99_ms")
@@ -614,7 +669,7 @@ def goals(results: Results) -> list[tuple[str, bool]]:
         peers = [
             r
             for (wl, system, m), r in results.items()
-            if wl == "c" and m == mode and system != "horae" and not r.get("error")
+            if wl == "c" and m == PEER_MODE[mode] and system != "horae" and not r.get("error")
         ]
         if horae is not None and peers:
             for figure, label in (("startup_s", "start-up"), ("peak_rss_mb", "peak RSS")):
@@ -668,14 +723,14 @@ def plot(results: Results, wls: list[Workload], path: str) -> str:
         x = range(len(SYSTEMS))
         for k, mode in enumerate(MODES):
             values = [results.get((wl.key, s, mode), {}).get("fires_per_s") or 0 for s in SYSTEMS]
-            bars.bar([i + 0.4 * k for i in x], values, width=0.4, label=mode)
-        bars.set_xticks([i + 0.2 for i in x], SYSTEMS, rotation=20, fontsize="small")
+            bars.bar([i + 0.27 * k for i in x], values, width=0.27, label=mode)
+        bars.set_xticks([i + 0.27 for i in x], SYSTEMS, rotation=20, fontsize="small")
         bars.set_yscale("log")
         bars.set_ylabel("delivered calls/s (log)")
         bars.set_title(f"{wl.title}: throughput")
         bars.legend()
         for k, s in enumerate(SYSTEMS):
-            for mode, style in (("nosync", ":"), ("sync", "-")):
+            for mode, style in (("nosync", ":"), ("sync", "-"), (REPLICATED, "-.")):
                 r = results.get((wl.key, s, mode), {})
                 q = r.get("quantiles_ms")
                 if q:
@@ -881,12 +936,14 @@ def main() -> None:
             dbs["sync"] = stack.enter_context(sync_cluster())
         for mode, db in dbs.items():
             print(f"postgresql {mode}: {db.settings()}", flush=True)
+        if REPLICATED in modes:  # Horae alone; the peers' rows it races are the sync ones
+            dbs[REPLICATED] = dbs.get("sync") or dbs.get("nosync") or Database(dev_url, "nosync")
         stack.callback(horae.cleanup)
         turn = 0
         swept: dict[str, Any] | None = None
         for mode, db in sorted(dbs.items(), key=lambda item: item[0] != args.sweep_durability):
             settings = {k: dict(v) for k, v in PEER_SETTINGS.items()}
-            sweeps = args.sweep_durability in (mode, "all")
+            sweeps = args.sweep_durability in (mode, "all") and mode != REPLICATED
             if "dbscheduler" in systems and args.sweep_scale > 0 and sweeps:
                 best = sweep(
                     db, mode, args.sweep_scale, args.sweep_final_scale, args.cap, args.settle
@@ -896,10 +953,16 @@ def main() -> None:
                 print(f"sweep dbscheduler {mode}: best {swept}", flush=True)
             if swept is not None:
                 settings["dbscheduler"] = swept
-            for wl in wls:
-                most = max(repeats_of(wl, system, mode, args) for system in systems)
+            on_mode = contextlib.ExitStack()
+            stack.enter_context(on_mode)
+            if mode == REPLICATED:
+                print("horae replicated: starting a private 3-broker cluster", flush=True)
+                horae.replicated = on_mode.enter_context(replicated_kafka())
+            of_mode = [s for s in systems if mode != REPLICATED or s == "horae"]
+            for wl in wls if mode != REPLICATED else [w for w in wls if w.key == "a"]:
+                most = max((repeats_of(wl, system, mode, args) for system in of_mode), default=0)
                 for k in range(most):
-                    due = [s for s in systems if k < repeats_of(wl, s, mode, args)]
+                    due = [s for s in of_mode if k < repeats_of(wl, s, mode, args)]
                     for system in rotated(due, turn):
                         run_wl = scaled(wl, system, args.slow_scale)
                         settled()
@@ -937,6 +1000,8 @@ def main() -> None:
                             }
                         )
                     turn += 1
+            on_mode.close()  # the 3-broker cluster is not left to load the next runs
+            horae.replicated = None
     load1 = os.getloadavg()
     took = time.monotonic() - began
     print(f"compare: {took / 60:.1f} min, load average {load1[0]:.2f} at the end")

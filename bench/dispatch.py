@@ -49,6 +49,7 @@ from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, fire_partition, topic_name
 from horae.domain.keys import FireKey
 from horae.kafka.config import client_config
+from horae.settings import get_settings
 
 PARTITIONS = 12
 TRIGGERS = 200
@@ -189,7 +190,8 @@ def cpu_s(pid: int) -> float:
 
 
 def topics(bootstrap: str, prefix: str) -> None:
-    apply(admin_client(bootstrap), Plan(prefix, PARTITIONS, 1, tenants=(TENANT,)))
+    replicas = get_settings().topic_replication_factor or 1  # 3: compare.py's replicated row
+    apply(admin_client(bootstrap), Plan(prefix, PARTITIONS, replicas, tenants=(TENANT,)))
 
 
 def wait_distinct(port: int, n: float, limit_s: float = 600) -> None:

@@ -174,7 +174,8 @@ def load(
     targets: ``url`` with secret ref ``bench`` when given, else ``https://hooks.example/<n>``
     (never delivered). Returns definitions ingested per second
     (``ingest_per_s``) and the process's CPU microseconds per definition (``ingest_cpu_us``)."""
-    apply(admin_client(bootstrap), Plan(prefix, partitions, 1))
+    replicas = get_settings().topic_replication_factor or 1  # 3: compare.py's replicated row
+    apply(admin_client(bootstrap), Plan(prefix, partitions, replicas))
     ensure_clock_topic(bootstrap, prefix)
     month = (datetime.now(UTC).month + 5) % 12 + 1
     started = time.monotonic()

@@ -82,7 +82,7 @@ RECEIVER_URL = f"http://127.0.0.1:{receiver.PORT}/hook"
 DELIVERY_LIMIT_S = 600
 #: what the topics of each durability row carry (set through the admin client on the prefix's
 #: own topics; ``None``: the override removed, Kafka's default flush)
-FLUSH = {"sync": "1", "nosync": None}
+FLUSH = {"sync": "1", "nosync": None, "replicated": None}
 SETTINGS = {
     "partitions": PARTITIONS,
     "tick_s": 0.5,
@@ -93,11 +93,12 @@ SETTINGS = {
 
 
 def tuning(mode: str) -> str:
-    flush = (
-        "flush.messages=1 on every topic of the prefix"
-        if mode == "sync"
-        else ("Kafka's default flush (no fsync per write)")
-    )
+    flush = {
+        "sync": "flush.messages=1 on every topic of the prefix",
+        "nosync": "Kafka's default flush (no fsync per write)",
+        "replicated": "3 brokers, replication factor 3, min.insync.replicas 2, Kafka's default "
+        "flush",
+    }[mode]
     return (
         f"Horae planner (one process, {PARTITIONS} partitions, tick 0.5 s), decisions committed "
         f"in Kafka transactions (acks=all), {flush}; one dispatcher process (max {INFLIGHT} in "
