@@ -174,10 +174,68 @@ def test_issue_token_rejects_nonsense() -> None:
 
 
 @pytest.mark.parametrize("key_len", [1, 16, 32, 63, 64, 65, 200])
-def test_hmac_from_precomputed_key_states_equals_the_standard_library(key_len: int) -> None:
+def test_hmac_from_a_keyed_copy_equals_the_standard_library(key_len: int) -> None:
     rng = random.Random(key_len)
     key = rng.randbytes(key_len)
     for msg_len in (0, 1, 55, 64, 65, 1000):
         msg = rng.randbytes(msg_len)
         assert hmac_sha256(key, msg) == hmac.digest(key, msg, "sha256")
-        assert hmac_sha256(key, msg) == hmac_sha256(key, msg)  # the cached states are copied
+        assert hmac_sha256(key, msg) == hmac_sha256(key, msg)  # the keyed object is copied
+
+
+# --- the signatures are those of the hand-rolled HMAC the dispatcher signed with before ------
+
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+
+
+def _hand_rolled_hmac(key: bytes, msg: bytes) -> bytes:
+    """RFC 2104 over SHA-256 as ``horae.outbound.signing`` computed it until the standard
+    library's keyed copy replaced it: the key padded to the block, XOR ipad and XOR opad."""
+    if len(key) > 64:
+        key = hashlib.sha256(key).digest()
+    key = key.ljust(64, b"\0")
+    inner = hashlib.sha256(key.translate(_IPAD) + msg).digest()
+    return hashlib.sha256(key.translate(_OPAD) + inner).digest()
+
+
+def _hand_rolled_headers(body: bytes, fire_key: str, keys: SigningKeys, now: float) -> list[str]:
+    """``X-Signature`` and ``webhook-signature`` of the old implementation."""
+    signed = b"%s.%d.%s" % (fire_key.encode(), int(now), body)
+    sigs = [
+        "v1," + base64.b64encode(_hand_rolled_hmac(key, signed)).decode()
+        for key in (keys.primary, keys.secondary)
+        if key is not None
+    ]
+    return ["sha256=" + _hand_rolled_hmac(keys.primary, body).hex(), " ".join(sigs)]
+
+
+@given(
+    body=st.binary(max_size=300),
+    fire_key=st.text(max_size=60),
+    primary=st.binary(min_size=1, max_size=130),
+    secondary=st.none() | st.binary(min_size=1, max_size=130),
+    now=st.floats(min_value=0, max_value=4e9),
+)
+def test_signatures_are_byte_identical_to_the_hand_rolled_ones(
+    body: bytes, fire_key: str, primary: bytes, secondary: bytes | None, now: float
+) -> None:
+    keys = SigningKeys(primary, secondary)
+    headers = attempt_headers(body=body, fire_key=fire_key, keys=keys, now=now)
+    assert [headers["X-Signature"], headers["webhook-signature"]] == _hand_rolled_headers(
+        body, fire_key, keys, now
+    )
+    assert hmac_sha256(primary, body) == _hand_rolled_hmac(primary, body)
+
+
+@given(secret=st.binary(min_size=1, max_size=130), attempt=st.integers(0, 1000))
+def test_callback_tokens_are_byte_identical_to_the_hand_rolled_ones(
+    secret: bytes, attempt: int
+) -> None:
+    token = issue_token(
+        tenant="t1", trigger="g", fire_key="k", attempt=attempt, now=NOW, ttl_s=60, secret=secret
+    )
+    version, payload, mac = token.split(".")
+    old = _hand_rolled_hmac(secret, f"{version}.{payload}".encode())
+    assert mac == base64.urlsafe_b64encode(old).rstrip(b"=").decode()
+    assert verify_token(token, NOW, secret).attempt == attempt
