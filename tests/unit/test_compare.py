@@ -368,3 +368,23 @@ def test_a_report_is_built_from_an_out_file(
     assert last["dbscheduler_best_sync"] == {"threads": 10}
     assert last["calibration_loop_s"] == 0.2
     assert last["settings"]["dbscheduler"] == compare.PEER_SETTINGS["dbscheduler"]
+
+
+def test_the_replicated_row_is_horae_alone_raced_against_the_peers_sync_rows(
+    compare: ModuleType,
+) -> None:
+    runs = _runs(compare)
+    runs.append({"kind": "run", "workload": "a", "mode": "replicated", "repeat": 0,
+                 **_run("horae", 3_000.0, 1000)})  # fmt: skip
+    cells: dict[tuple[str, str, str], dict[str, Any]] = compare.cells(
+        runs, compare.workloads(_args())
+    )
+    s = compare.summary(cells)
+    assert s["ratio_dbscheduler_replicated"] == 0.5  # over db-scheduler's sync 6,000
+    assert s["ratio_quartz_setup_replicated"] == "quartz_partitioned"
+    lines = dict(compare.goals(cells))
+    assert lines["goal (a) replicated: 0.5x dbscheduler (>= 2x)"] is False
+    assert lines["goal (a) replicated: 7.5x quartz_partitioned (>= 2x)"] is True
+    rows = compare.table(cells, compare.workloads(_args())).splitlines()
+    cells_of = [[c.strip() for c in r.split("|")[2:4]] for r in rows if "replicated" in r]
+    assert cells_of == [["horae", "replicated"]]
