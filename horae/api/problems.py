@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
@@ -104,7 +105,7 @@ def install(app: FastAPI) -> None:
         headers = dict(exc.headers) if exc.headers else {}
         if exc.status_code == 405:  # every method of the path, not only the first route's
             methods: set[str] = set()
-            for route in app.router.routes:
+            for route in iter_route_contexts(app.routes):  # the included routers' too
                 regex = getattr(route, "path_regex", None)
                 if regex is not None and regex.match(request.url.path):
                     methods |= set(getattr(route, "methods", None) or ())

@@ -8,6 +8,10 @@ The row's JSON columns hold each sub-record's Avro datum as canonical JSON
 (:func:`horae.projections.rows.to_json`): instants RFC 3339 with ``+00:00`` (TriggerOut writes
 ``Z``), every field present when projected by this release (a row projected before a field existed
 lacks it: the field's default, :data:`DEFAULTS`, fills it, as decoding does).
+
+The history routes' answers are rendered here too: a fire row (:func:`history_item`), a lateness
+row (:func:`lateness_json`), and any read-model value as JSON (:func:`json_text`: instants RFC
+3339 with ``Z``, bytes as hex).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from horae.api.ports import ListedTrigger, StoredTrigger
+from horae.api.ports import LatenessRow, ListedTrigger, StoredTrigger
 from horae.contracts import events as ev
 from horae.contracts._reflect import to_avro
 from horae.contracts.domain_map import trigger_spec
@@ -165,3 +169,50 @@ def upcoming_instants(state: str, recurrence: ev.Recurrence, now: int) -> list[s
         return [format_utc(t) for t in next_instants(_schedule(recurrence), now, UPCOMING)]
     except (ValidationError, ValueError):
         return []
+
+
+def json_text(value: Any) -> Any:
+    """A read-model value as JSON: instants RFC 3339 in UTC with ``Z``, bytes as hex, within
+    dicts, lists and tuples too."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    if isinstance(value, dict):
+        return {k: json_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_text(v) for v in value]
+    return value
+
+
+def history_item(r: dict[str, Any]) -> dict[str, Any]:
+    """A fire of a trigger's history: its decision, delivery state, lateness and outcome."""
+    item: dict[str, Any] = json_text(
+        {
+            "fire_key": r["fire_key"],
+            "scheduled_at": r.get("scheduled_at"),
+            "due_at": r.get("due_at"),
+            "state": r.get("status") or r.get("state"),
+            "decision": r.get("state"),
+            "origin": r.get("origin"),
+            "cause": r.get("cause"),
+            "lane": r.get("lane"),
+            "lateness_ms": r.get("lateness_ms"),
+            "tzdata_version": r.get("tzdata_version"),
+            "attempts": r.get("attempt_count", 0),
+            "outcome": r.get("outcome"),
+            "trigger_version": r.get("trigger_version"),
+        }
+    )
+    return item
+
+
+def lateness_json(row: LatenessRow) -> dict[str, Any]:
+    return {
+        "fires": row.fires,
+        "p50_ms": row.p50_ms,
+        "p99_ms": row.p99_ms,
+        "max_ms": row.max_ms,
+        "missed": row.missed,
+        "trigger_id": row.trigger_id,
+    }

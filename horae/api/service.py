@@ -15,6 +15,13 @@ Read-your-writes: the versions the API wrote are kept for ``api.read_your_writes
 higher version wins), so a GET after a create or amend sees it even before the projector has
 caught up, whichever process serves it. A write claims its version there before producing, so two
 processes racing on one trigger cannot both produce the same version (the loser answers 412).
+
+Every route's act is one method here (:meth:`Service.create`, :meth:`~Service.amend`,
+:meth:`~Service.backfill`, :meth:`~Service.fires`, ...) taking the principal and plain values (a
+small body already validated into its model, :mod:`horae.api.bodies`) and returning what the
+answer holds; a refusal is an :class:`ApiError`, the problem the API answers. The routes
+(:mod:`horae.api.routes`) read the request, call one or two of these, and frame the answer
+(status, ``ETag``, ``Location``).
 """
 
 from __future__ import annotations
@@ -31,16 +38,28 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
+
 from horae.api.auth import Principal
+from horae.api.bodies import BackfillIn, SuspensionIn, WhatIfIn
 from horae.api.ports import (
+    BadCursor,
+    BadValue,
     DefinitionSink,
     HistorySource,
     ListedTrigger,
     RecentWrites,
     StoredTrigger,
 )
-from horae.api.render import listed, stored_body, upcoming_instants
-from horae.api.schemas import FILLED
+from horae.api.render import (
+    history_item,
+    json_text,
+    lateness_json,
+    listed,
+    stored_body,
+    upcoming_instants,
+)
+from horae.api.schemas import FILLED, REPORTED
 from horae.api.verification import (
     CHALLENGE_TTL_S,
     WELL_KNOWN,
@@ -52,12 +71,13 @@ from horae.api.verification import (
     how_to_verify,
     matches,
 )
+from horae.cli.tenants import tenant_command
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.codec import DecodeError, default_codec
 from horae.contracts.domain_map import trigger_spec
 from horae.contracts.grants import Grants
-from horae.contracts.ingress import Source, decode_definition, ingest_definition
+from horae.contracts.ingress import NAME, Source, decode_definition, ingest_definition
 from horae.contracts.ingress import validate_definition as validate_fields
 from horae.contracts.textrules import check_command
 from horae.domain import Limits, validate_trigger
@@ -110,6 +130,37 @@ def checked(command: ev.Command) -> ev.Command:
 
 def not_found(what: str) -> ApiError:
     return ApiError(404, "Not found", f"{what} not found")
+
+
+def etag(s: StoredTrigger) -> dict[str, str]:
+    """The ``ETag`` header of a trigger's answer: its version."""
+    return {"ETag": f'"{s.definition.version}"'}
+
+
+def version_of(if_match: str) -> int | None:
+    """The version an ``If-Match`` header names (``None``: not a version of ours)."""
+    text = if_match.strip().removeprefix("W/").strip('"')
+    return int(text) if text.isdigit() else None
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _window(
+    since: datetime | None, until: datetime | None, now: datetime, back: timedelta
+) -> tuple[datetime, datetime]:
+    """``[from, to)``: ``to`` defaults to a day ahead, ``from`` to ``back`` before ``to``."""
+    try:
+        end = _utc(until) or now + timedelta(days=1)
+        start = _utc(since) or end - back
+    except OverflowError:
+        raise invalid("from", "out of range") from None
+    if end < start:
+        raise invalid("to", "before from")
+    return start, end
 
 
 def _decode_error(exc: DecodeError) -> ApiError:
@@ -449,6 +500,379 @@ class Service:
     ) -> str:
         text = f"backfill|{tenant}|{trigger_id}|{version}|{start}|{end}|{expires}"
         return hmac.new(self._platform_key(), text.encode(), hashlib.sha256).hexdigest()
+
+    # --- the routes' acts: schedules ------------------------------------------------------
+    async def existing_async(self, tenant: str, trigger_id: str) -> StoredTrigger:
+        """:meth:`existing`, read in a worker thread (the read models are read blocking)."""
+        return await run_in_threadpool(self.existing, tenant, trigger_id)
+
+    def found(self, tenant: str, trigger_id: str) -> StoredTrigger:
+        """The latest version, deleted included (404 when absent or another tenant's)."""
+        held = self.current(tenant, trigger_id)
+        if held is None:
+            raise not_found(f"trigger {trigger_id!r}")
+        return held
+
+    async def create(self, principal: Principal, body: Any) -> StoredTrigger:
+        """A new trigger from a TriggerIn body, at version 1 or, for the id of a deleted
+        trigger, the version after (409 while a live or paused trigger has the id)."""
+        trigger_id = body.get("trigger_id") if isinstance(body, dict) else None
+        if not isinstance(trigger_id, str) or not NAME.match(trigger_id):
+            raise invalid("trigger_id", "expected 1-63 chars of a-z 0-9 . _ - ")
+        async with self.writing(principal.tenant, trigger_id):
+            prior = await run_in_threadpool(self.current, principal.tenant, trigger_id)
+            if prior is not None and prior.definition.state is not ev.DefinitionState.DELETED:
+                raise ApiError(
+                    409, "Conflict", f"trigger {trigger_id!r} exists (amend it with PUT)"
+                )
+            version = prior.definition.version + 1 if prior else 1
+            d = self.parse(principal, body, trigger_id=None, version=version, state="live")
+            self.authorize(principal, d, None)
+            await self.check_target(d)
+            return await self.publish(d, None)
+
+    def listing(
+        self,
+        tenant: str,
+        *,
+        cursor: str | None,
+        limit: int,
+        label: str | None,
+        state: str | None,
+    ) -> str:
+        """A page of the tenant's triggers as JSON text (``label``: ``key:value``; ``state``:
+        a shown state, else every trigger but the deleted), the API's newer versions merged."""
+        pair = None
+        if label is not None:
+            k, _, v = label.partition(":")
+            pair = (k, v)
+        triggers = self.history.triggers
+        page = self._page(
+            lambda: triggers(tenant, limit=limit, cursor=cursor, label=pair, state=state),
+            cursor=cursor,
+        )
+        items = [
+            s
+            for s in self.merged_page(tenant, page.items)
+            if (s.state == state if state else s.state != "deleted")
+            and (pair is None or s.labels.get(pair[0]) == pair[1])
+        ]
+        now = self.now_s()
+        rendered = ",".join(self.listed_out(s, now) for s in items)
+        return f'{{"items":[{rendered}],"next_cursor":{json.dumps(page.next_cursor)}}}'
+
+    async def amend(
+        self, principal: Principal, trigger_id: str, body: Any, if_match: str | None
+    ) -> StoredTrigger:
+        """The next version from a TriggerIn body: 428 without ``If-Match``, 412 (with the
+        current ETag) unless it names the version held; the run state is kept."""
+        async with self.writing(principal.tenant, trigger_id):
+            held = await run_in_threadpool(self.existing, principal.tenant, trigger_id)
+            if if_match is None:
+                raise ApiError(428, "Precondition required", 'If-Match: "<version>" is required')
+            version = held.definition.version
+            if version_of(if_match) != version:
+                raise ApiError(
+                    412,
+                    "Precondition failed",
+                    f"stale version: the trigger is at version {version}",
+                    headers=etag(held),
+                )
+            state = held.definition.state.value
+            d = self.parse(principal, body, trigger_id=trigger_id, version=version + 1, state=state)
+            self.authorize(principal, d, held)
+            await self.check_target(d)
+            return await self.publish(d, held)
+
+    async def delete(self, principal: Principal, trigger_id: str, if_match: str | None) -> None:
+        """The deleted version after the one held (412 when ``If-Match`` names another)."""
+        async with self.writing(principal.tenant, trigger_id):
+            held = await run_in_threadpool(self.existing, principal.tenant, trigger_id)
+            if if_match is not None and version_of(if_match) != held.definition.version:
+                raise ApiError(
+                    412,
+                    "Precondition failed",
+                    f"stale version: the trigger is at version {held.definition.version}",
+                )
+            d = held.definition
+            gone = ev.TriggerDefinition(
+                **{
+                    **{f: getattr(d, f) for f in d.__dataclass_fields__},
+                    "version": d.version + 1,
+                    "state": ev.DefinitionState.DELETED,
+                    "authored_at": self.clock().astimezone(UTC),
+                    "author": principal.actor,
+                    "role": ev.Role.AUTHOR,
+                    "signature": None,
+                }
+            )
+            self.authorize(principal, gone, held)
+            await self.publish(gone, held)
+
+    async def act(self, principal: Principal, trigger_id: str, kind: ev.CommandKind) -> ev.Command:
+        """Pause, resume or run an existing trigger: the command, produced."""
+        await run_in_threadpool(self.existing, principal.tenant, trigger_id)
+        return await self.command(principal, trigger_id, kind, ev.Role.AUTHOR)
+
+    # --- the routes' acts: dry-run and what-if --------------------------------------------
+    def next_of(self, tenant: str, trigger_id: str, n: int) -> list[dict[str, Any]]:
+        """The next ``n`` instants of an existing trigger."""
+        held = self.existing(tenant, trigger_id)
+        return upcoming(held.definition, self.now_s(), n)
+
+    def dry_run(self, principal: Principal, body: Any, n: int) -> list[dict[str, Any]]:
+        """The next ``n`` instants of a TriggerIn body, validated as a create would be."""
+        d = self.parse(principal, body, trigger_id=None, version=1, state="live")
+        return upcoming(d, self.now_s(), n)
+
+    def what_if(
+        self, principal: Principal, trigger_id: str, held: StoredTrigger, asked: WhatIfIn
+    ) -> dict[str, Any]:
+        """The held version's instants and the proposal's over the window, and the difference."""
+        d = held.definition
+        proposed = self.parse(
+            principal, asked.proposed, trigger_id=trigger_id, version=d.version + 1, state="live"
+        )
+        return compare(d, proposed, asked.start, asked.end)
+
+    # --- the routes' acts: history --------------------------------------------------------
+    def _page(self, func: Callable[..., Any], *args: Any, cursor: str | None) -> Any:
+        """``func``'s page; a cursor it refuses, or whose parts the database refuses, is 422
+        (another value the database refuses is the handler's 422)."""
+        try:
+            return func(*args)
+        except BadCursor:
+            raise invalid("cursor", "not a cursor of this API") from None
+        except BadValue:
+            if cursor is None:
+                raise
+            raise invalid("cursor", "not a cursor of this API") from None
+
+    def fires(
+        self,
+        tenant: str,
+        trigger_id: str,
+        *,
+        since: datetime | None,
+        until: datetime | None,
+        state: str | None,
+        cursor: str | None,
+        limit: int,
+    ) -> dict[str, Any]:
+        """A page of a trigger's fires in the window (default: the week before a day ahead),
+        ``state`` a comma-separated filter, with the trigger's shown state."""
+        held = self.found(tenant, trigger_id)
+        start, end = _window(since, until, self.clock(), timedelta(days=7))
+        states = [s for s in (state or "").split(",") if s] or None
+        page = self._page(
+            self.history.fires, tenant, trigger_id, start, end, states, limit, cursor, cursor=cursor
+        )
+        return {
+            "items": [history_item(r) for r in page.items],
+            "next_cursor": page.next_cursor,
+            "trigger_state": held.shown,
+        }
+
+    def fire_story(self, tenant: str, fire_key: str) -> dict[str, Any]:
+        """One fire with its attempts and outcomes (404 when absent or another tenant's)."""
+        story = self.history.fire(tenant, fire_key)
+        if story is None:
+            raise not_found(f"fire {fire_key!r}")
+        answer: dict[str, Any] = json_text(
+            {
+                "fire": history_item(story.fire)
+                | {
+                    "trigger_id": story.fire["trigger_id"],
+                    "command_id": story.fire.get("command_id"),
+                },
+                "attempts": story.attempts,
+                "outcome": story.outcome,
+                "outcomes": story.outcomes,
+            }
+        )
+        return answer
+
+    def trigger_lateness(
+        self, tenant: str, trigger_id: str, since: datetime | None, until: datetime | None
+    ) -> dict[str, Any]:
+        """A trigger's lateness summary over the window."""
+        if self.current(tenant, trigger_id) is None:
+            raise not_found(f"trigger {trigger_id!r}")
+        start, end = _window(since, until, self.clock(), timedelta(days=7))
+        summary, _ = self.history.lateness(tenant, start, end, trigger_id)
+        return lateness_json(summary)
+
+    def tenant_lateness(
+        self, tenant: str, since: datetime | None, until: datetime | None
+    ) -> dict[str, Any]:
+        """The tenant's lateness summary over the window, and one row per trigger."""
+        start, end = _window(since, until, self.clock(), timedelta(days=7))
+        summary, rows = self.history.lateness(tenant, start, end, None)
+        return {
+            "tenant": tenant,
+            "summary": lateness_json(summary),
+            "triggers": [lateness_json(r) for r in rows],
+        }
+
+    def events(
+        self, tenant: str, trigger_id: str, cursor: str | None, limit: int
+    ) -> dict[str, Any]:
+        """A page of a trigger's definition and command events."""
+        if self.current(tenant, trigger_id) is None:
+            raise not_found(f"trigger {trigger_id!r}")
+        page = self._page(self.history.events, tenant, trigger_id, limit, cursor, cursor=cursor)
+        return {"items": json_text(page.items), "next_cursor": page.next_cursor}
+
+    def audit(
+        self,
+        tenant: str,
+        since: datetime | None,
+        until: datetime | None,
+        cursor: str | None,
+        limit: int,
+    ) -> dict[str, Any]:
+        """A page of the tenant's audit records in the window (default: 30 days)."""
+        start, end = _window(since, until, self.clock(), timedelta(days=30))
+        page = self._page(self.history.audit, tenant, start, end, limit, cursor, cursor=cursor)
+        return {"items": json_text(page.items), "next_cursor": page.next_cursor}
+
+    # --- the routes' acts: privileged -----------------------------------------------------
+    async def backfill(
+        self, principal: Principal, trigger_id: str, held: StoredTrigger, asked: BackfillIn
+    ) -> tuple[bool, dict[str, Any]]:
+        """(requested, answer): without ``confirm`` the window's cost and a confirm token
+        (within the ceilings of the trigger and the tenant), with a valid one the backfill
+        command, produced."""
+        start, end = asked.start, asked.end
+        if end <= start:
+            raise invalid("to", "must be after from")
+        if end > int(self.clock().timestamp()):
+            raise invalid("to", "a backfill covers the past only")
+        d = held.definition
+        ceiling = min(
+            d.quotas.backfill_max_fires,
+            self.settings.grants().grant(principal.tenant).backfill_max_fires,
+        )
+        fires, over = backfill_cost(d, start, end, ceiling)
+        if over:
+            raise invalid(
+                "to", f"the window has more than {ceiling} fires (the tenant's backfill ceiling)"
+            )
+        if asked.confirm is None:
+            token = self.confirm_token(principal.tenant, trigger_id, d.version, start, end)
+            return False, {"fires": fires, "confirm": token, "expires_in_s": CONFIRM_TTL_S}
+        self.check_confirm(asked.confirm, principal.tenant, trigger_id, d.version, start, end)
+        window = (datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
+        command = await self.command(
+            principal,
+            trigger_id,
+            ev.CommandKind.BACKFILL,
+            ev.Role.POLICY,
+            reason=asked.reason,
+            window=window,
+        )
+        return True, {"fires": fires, "command_id": command.command_id}
+
+    async def horizon(self, principal: Principal, trigger_id: str, value: int) -> StoredTrigger:
+        """The next version with ``policies.horizon_s`` set (the policy role amends that one
+        field; the grants' horizon ceiling applies)."""
+        async with self.writing(principal.tenant, trigger_id):
+            held = await run_in_threadpool(self.existing, principal.tenant, trigger_id)
+            d = held.definition
+            current = self.out(held)
+            for name in REPORTED:
+                current.pop(name, None)
+            current["policies"]["horizon_s"] = value
+            amended = self.parse(
+                principal,
+                current,
+                trigger_id=trigger_id,
+                version=d.version + 1,
+                state=d.state.value,
+                role=ev.Role.POLICY,
+            )
+            self.authorize(principal, amended, held, also=frozenset({ev.Role.AUTHOR}))
+            return await self.publish(amended, held)
+
+    # --- the routes' acts: target ownership -----------------------------------------------
+    async def verification(self, tenant: str, url: str) -> dict[str, Any]:
+        """A new challenge for ``url``'s host: where to serve what."""
+        made = await self.challenge(tenant, url)
+        answer = "hex HMAC-SHA256(one of the tenant's webhook secrets, "
+        answer += f"'horae-verification:{tenant}:{made.host}:{made.token}')"
+        shown: dict[str, Any] = json_text(
+            {
+                "host": made.host,
+                "challenge": made.token,
+                "well_known_url": made.well_known_url,
+                "expires_at": made.expires_at,
+                "answer": answer,
+            }
+        )
+        return shown
+
+    async def verification_check(self, tenant: str, host: str) -> dict[str, Any]:
+        """The host's challenge checked now: verified (and until when) or failed, and why."""
+        ok, why, until = await self.check_challenge(tenant, host)
+        shown: dict[str, Any] = json_text(
+            {
+                "host": host.lower(),
+                "state": "verified" if ok else "failed",
+                "detail": why,
+                "verified_until": until,
+            }
+        )
+        return shown
+
+    # --- the routes' acts: platform -------------------------------------------------------
+    def tenants(self) -> dict[str, Any]:
+        """Every tenant with a key, and its granted ceilings."""
+        grants = self.settings.grants()
+        items = []
+        for tenant in sorted(self.settings.tenant_keys):
+            g = grants.grant(tenant)
+            items.append(
+                {
+                    "tenant": tenant,
+                    "grant": {
+                        "horizon_max_s": g.horizon_max_s,
+                        "backfill_max_fires": g.backfill_max_fires,
+                        "dispatch_per_s": g.dispatch_per_s,
+                        "catchup_share": g.catchup_share,
+                    },
+                }
+            )
+        return {"items": items}
+
+    def known_tenant(self, tenant: str) -> None:
+        """404 unless ``tenant`` has a key."""
+        if tenant not in self.settings.tenant_keys:
+            raise not_found(f"tenant {tenant!r}")
+
+    async def suspension(
+        self, principal: Principal, tenant: str, asked: SuspensionIn
+    ) -> ev.Command:
+        """Suspend or resume every trigger of ``tenant``: the platform-signed tenant command,
+        produced to every partition of the commands topic (503 when it cannot be signed or was
+        not acknowledged)."""
+        kind = ev.CommandKind.PAUSE if asked.suspended else ev.CommandKind.RESUME
+        reason = f"{principal.actor}: {asked.reason or ''}".strip(": ")
+        try:
+            command = tenant_command(self.settings, tenant, kind, reason, self.clock())
+        except ValueError as exc:
+            raise ApiError(503, "Not configured", str(exc)) from None
+        checked(command)
+        try:
+            await self.sink.put_command(command, every_partition=True)
+        except Exception as exc:
+            raise ApiError(503, "Unavailable", f"the command was not acknowledged: {exc}") from None
+        return command
+
+    # --- the routes' acts: service --------------------------------------------------------
+    def broken(self) -> dict[str, str]:
+        """What the sink and the history source say is wrong with them (empty: ready)."""
+        checks = (("kafka", self.sink.problem()), ("postgres", self.history.problem()))
+        return {name: p for name, p in checks if p}
 
 
 def newer(mine: StoredTrigger, shown: str | None) -> StoredTrigger:
