@@ -91,7 +91,11 @@ class BackfillIn(Body):
 
     start: Annotated[Instant, Field(alias="from")]
     end: Annotated[Instant, Field(alias="to")]
-    confirm: Annotated[StrictStr | None, Says("expected the token of the cost answer")] = None
+    #: the confirm token of the cost answer, checked by the service after the window's cost
+    #: (a window it refuses is named first, whatever ``confirm`` holds)
+    confirm: Annotated[Any, WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}]})] = (
+        None
+    )
     reason: Reason = None
 
 

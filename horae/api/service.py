@@ -758,10 +758,13 @@ class Service:
             raise invalid(
                 "to", f"the window has more than {ceiling} fires (the tenant's backfill ceiling)"
             )
-        if asked.confirm is None:
+        confirm = asked.confirm
+        if confirm is None:
             token = self.confirm_token(principal.tenant, trigger_id, d.version, start, end)
             return False, {"fires": fires, "confirm": token, "expires_in_s": CONFIRM_TTL_S}
-        self.check_confirm(asked.confirm, principal.tenant, trigger_id, d.version, start, end)
+        if not isinstance(confirm, str):
+            raise invalid("confirm", "expected the token of the cost answer")
+        self.check_confirm(confirm, principal.tenant, trigger_id, d.version, start, end)
         window = (datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
         command = await self.command(
             principal,
