@@ -22,6 +22,10 @@ the same :class:`~horae.outbound.results.AttemptResult` for the same exchange):
   overall; an attempt finding none free waits (within its connect timeout) for one to be
   handed back. Idle connections older than ``keepalive_s`` are closed.
 
+Responses are read as RFC 9112 has a client read them, with llhttp's leniencies that aiohttp uses
+too (:data:`RESPONSE_LENIENCIES`); ``tests/unit/outbound/test_lean_vs_aiohttp.py`` compares what
+both clients record over generated raw responses.
+
 Switch: ``HORAE_DISPATCHER_HTTP_CLIENT=aiohttp`` sends with the aiohttp sender instead
 (docs/performance.md, the dispatcher's speed devices).
 """
@@ -46,6 +50,16 @@ from horae.outbound.ssrf import AddressPolicy, AddressRefused, CheckedTarget, Re
 
 _DEFAULT_NAMES = frozenset({"user-agent", "accept-encoding"})
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+#: what llhttp refuses by default and RFC 9112 has a client read (aiohttp reads the same):
+#: a folded header line in a response, replaced by a space (5.2: a user agent MUST); a bare LF
+#: ending a line (2.2: a recipient MAY); whitespace between a chunk's size and its extensions
+#: (7.1.1: ``BWS`` before ``;``). ``lenient_headers`` also stops llhttp's check of the characters
+#: of header values; nothing of a value but ``Retry-After`` is read.
+RESPONSE_LENIENCIES = {
+    "lenient_headers": True,
+    "lenient_optional_cr_before_lf": True,
+    "lenient_spaces_after_chunk_size": True,
+}
 PoolKey = tuple[str, int, str | None]  # (address, port, TLS server name or None)
 #: (result, status, Retry-After, body, truncated, detail) of one exchange
 Reply = tuple[SendResult, int | None, str | None, bytes, bool, str]
@@ -94,6 +108,7 @@ class _Conn(asyncio.Protocol):
         self.loop = owner.loop
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
+        self.parser.set_dangerous_leniencies(**RESPONSE_LENIENCIES)
         self.closed = False
         self.idle_since = 0.0
         self.limit = owner.config.max_body_bytes
@@ -113,6 +128,7 @@ class _Conn(asyncio.Protocol):
         self.complete = False
         self.keep_alive = False
         self.head_only = False  # a HEAD request: the response has no body, whatever it says
+        self.refusal = ""  # why a callback refused the response (else llhttp's error says)
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -129,10 +145,11 @@ class _Conn(asyncio.Protocol):
             self._end(SendResult.PROTOCOL_ERROR, "the target switched protocols")
             return
         except httptools.HttpParserError as exc:
+            why = self.refusal or f"HttpParserError: {exc}"
             if self.status is None:
-                self._end(SendResult.PROTOCOL_ERROR, f"HttpParserError: {exc}")
+                self._end(SendResult.PROTOCOL_ERROR, why)
             else:
-                self._end(_status_result(self.status), f"body read: HttpParserError: {exc}")
+                self._end(_status_result(self.status), f"body read: {why}")
             return
         if self.truncated:
             self._end(_status_result(self.status or 0), "")
@@ -154,22 +171,29 @@ class _Conn(asyncio.Protocol):
 
     # --- httptools callbacks ------------------------------------------------------------------
     def on_header(self, name: bytes, value: bytes) -> None:
+        if b"\0" in value:  # RFC 9110 5.5: reject, or replace by a space (aiohttp rejects)
+            self.refusal = "a NUL in a header value"
+            raise ValueError(self.refusal)  # llhttp stops with HttpParserCallbackError
         lower = name.lower()
-        if lower == b"retry-after":
-            self.retry_after = value.decode("latin-1")
+        if lower == b"retry-after":  # a singleton field (RFC 9110 10.2.3): a repeat is ignored
+            if self.retry_after is None:
+                self.retry_after = value.decode("latin-1")
         elif lower == b"content-length" or lower == b"transfer-encoding":
             self.framed = True
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
-        if status < 200:  # informational (103 Early Hints): the response follows
+        if 100 <= status < 200:  # informational (103 Early Hints): the response follows
             self.retry_after, self.framed = None, False
             return
+        # a status outside 100-599 is invalid, and a client SHOULD take it as a 5xx (RFC 9110 15)
         self.status = status
         if self.head_only:
             self.complete = True
 
     def on_body(self, body: bytes) -> None:
+        if self.status is None:  # bytes after a 1xx head: not the response's (it has no body)
+            return
         room = self.limit - len(self.body)
         if len(body) > room:
             self.body += body[:room]
@@ -222,7 +246,7 @@ class _Conn(asyncio.Protocol):
         reply: Reply = (
             result,
             self.status,
-            self.retry_after,
+            self.retry_after if self.status is not None else None,  # no head, no response
             bytes(self.body),
             self.truncated,
             detail,
