@@ -81,21 +81,33 @@ class Edge:
 
 
 def edge(request: Request) -> Edge:
+    """The request's app's :class:`Edge`."""
     held: Edge = request.app.state.edge
     return held
 
 
 def service(request: Request) -> Service:
+    """The request's app's :class:`Service`."""
     held: Service = request.app.state.service
     return held
 
 
 def settings(request: Request) -> Settings:
+    """The request's app's settings."""
     return service(request).settings
 
 
-ServiceDep = Annotated[Service, Depends(service)]
-SettingsDep = Annotated[Settings, Depends(settings)]
+# the dependencies are async: resolved on the event loop, no worker thread hop per request
+async def _service(request: Request) -> Service:
+    return service(request)
+
+
+async def _settings(request: Request) -> Settings:
+    return settings(request)
+
+
+ServiceDep = Annotated[Service, Depends(_service)]
+SettingsDep = Annotated[Settings, Depends(_settings)]
 
 
 # --- every request -------------------------------------------------------------------------
