@@ -12,29 +12,10 @@ known): a ``PLAINTEXT`` or ``SSL`` client.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from horae.kafka.connection import SCRAM, KafkaConnection, process_connection
-
-
-@dataclass(frozen=True)
-class KafkaCredentials:
-    """A SASL user and its password (the password is left out of ``repr``)."""
-
-    username: str
-    password: str = field(repr=False)
-    mechanism: str = SCRAM
-
-    def config(self, protocol: str = "SASL_PLAINTEXT") -> dict[str, str]:
-        """The SASL properties of this login (``protocol``: ``SASL_PLAINTEXT`` or
-        ``SASL_SSL``; a TLS connection needs its CA too: :meth:`KafkaConnection.config`)."""
-        return {
-            "security.protocol": protocol,
-            "sasl.mechanisms": self.mechanism,
-            "sasl.username": self.username,
-            "sasl.password": self.password,
-        }
+from horae.kafka.connection import KafkaConnection, process_connection
+from horae.kafka.connection import KafkaCredentials as KafkaCredentials
 
 
 def settings_credentials() -> KafkaCredentials | None:

@@ -31,13 +31,31 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import SecretStr
 
 if TYPE_CHECKING:
-    from horae.kafka.config import KafkaCredentials
     from horae.settings import Settings
 
 SecurityProtocol = Literal["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"]
 SCRAM = "SCRAM-SHA-512"
 #: the local stack's TLS folder under the state directory (``horae dev up --tls``)
 LOCAL_TLS_DIR = "tls"
+
+
+@dataclass(frozen=True)
+class KafkaCredentials:
+    """A SASL user and its password (the password is left out of ``repr``)."""
+
+    username: str
+    password: str = field(repr=False)
+    mechanism: str = SCRAM
+
+    def config(self, protocol: str = "SASL_PLAINTEXT") -> dict[str, str]:
+        """The SASL properties of this login (``protocol``: ``SASL_PLAINTEXT`` or
+        ``SASL_SSL``; a TLS connection needs its CA too: :meth:`KafkaConnection.config`)."""
+        return {
+            "security.protocol": protocol,
+            "sasl.mechanisms": self.mechanism,
+            "sasl.username": self.username,
+            "sasl.password": self.password,
+        }
 
 
 def _protocol(sasl: bool, tls: bool) -> SecurityProtocol:
@@ -130,8 +148,6 @@ class KafkaConnection:
 
     def credentials(self) -> KafkaCredentials | None:
         """The SASL login, or None."""
-        from horae.kafka.config import KafkaCredentials
-
         if self.username is None:
             return None
         secret = self.password.get_secret_value() if self.password is not None else ""
