@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from horae.contracts.admin import delete_under
 from horae.contracts.codec import set_wire_mode
 from horae.contracts.memo import set_ingest_memo
 from horae.devstack.stack import Endpoints, LocalStack
 from horae.kafka.acls import provision_roles
+from horae.kafka.admin import delete_under
 from horae.kafka.config import settings_credentials
 from horae.settings import DevSettings, Settings
 from horae.streams.planner.index import set_planner_index

@@ -1,5 +1,5 @@
 """Write the Helm chart's copy of the topic catalogue and the process roles' ACLs, from the code
-that is their source of truth (horae/contracts/topics.py through horae.contracts.admin.Plan,
+that is their source of truth (horae/contracts/topics.py through horae.kafka.admin.Plan,
 horae/kafka/acls.py), so the chart's optional Strimzi KafkaTopic and KafkaUser resources say
 exactly what ``horae topics apply`` does. Names carry the placeholder ``@PREFIX@`` where the
 deployment's topic prefix goes; tenants' events topics and ACLs are not included (``horae
@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from horae.contracts.admin import Plan
 from horae.contracts.topics import desired_config
 from horae.kafka.acls import ROLES, role_bindings
+from horae.kafka.admin import Plan
 
 PREFIX = "@PREFIX@"
 TARGET = Path(__file__).resolve().parents[1] / "helm" / "horae" / "files" / "catalogue.json"

@@ -134,7 +134,7 @@ def serve_metrics(port: int, registry: CollectorRegistry) -> None:
 def ensure_topics(settings: Settings, bootstrap: str, tenants: tuple[str, ...] = ()) -> None:
     """Create or update the topic catalogue under the configured prefix (idempotent), with the
     events topic of every tenant of the settings and of ``tenants``."""
-    from horae.contracts.admin import Plan, admin_client, apply, auto_replication_factor
+    from horae.kafka.admin import Plan, admin_client, apply, auto_replication_factor
 
     admin = admin_client(bootstrap)
     rf = settings.topic_replication_factor or auto_replication_factor(admin)

@@ -11,9 +11,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from horae.cli.common import add_flags
-from horae.contracts.admin import Plan, admin_client, apply, auto_replication_factor, drift, observe
 from horae.devstack.stack import LocalStack
 from horae.kafka.acls import ROLES, all_bindings, apply_acls
+from horae.kafka.admin import Plan, admin_client, apply, auto_replication_factor, drift, observe
 from horae.settings import Settings
 
 

@@ -31,12 +31,12 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from horae.contracts import events as ev
-from horae.contracts.admin import Plan, admin_client, apply, delete_under
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic
 from horae.devstack.kafka import KafkaCluster, KafkaNode
 from horae.devstack.procs import alive
 from horae.devstack.stack import LocalStack
+from horae.kafka.admin import Plan, admin_client, apply, delete_under
 from horae.kafka.config import client_config
 from horae.kafka.connection import use_connection
 from horae.settings import DevSettings, Settings

@@ -17,9 +17,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from horae.contracts import events as ev
-from horae.contracts.admin import admin_client
 from horae.contracts.codec import decode
 from horae.contracts.topics import Topic
+from horae.kafka.admin import admin_client
 from horae.streams.planner.worker import PARTITIONS_LOST
 from tests.integration.planner.harness import (
     PARTITIONS,

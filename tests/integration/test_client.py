@@ -11,7 +11,6 @@ from confluent_kafka import Consumer, Producer
 
 from horae.client import HoraeClient, cron_trigger
 from horae.contracts import events as ev
-from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import decode, encode
 from horae.contracts.ingress import Source, ingest_definition
 from horae.contracts.topics import (
@@ -21,6 +20,7 @@ from horae.contracts.topics import (
     partition_for,
     topic_name,
 )
+from horae.kafka.admin import Plan, admin_client, apply
 from horae.kafka.config import client_config
 
 

@@ -9,8 +9,8 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.kafka.admin import Plan, admin_client, apply
 from horae.kafka.config import client_config
 from horae.kafka.reader import KafkaPartitionReader, read_partition
 

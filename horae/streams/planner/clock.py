@@ -41,7 +41,7 @@ CLOCK_TOPIC_CONFIG = {
 
 def ensure_clock_topic(bootstrap: str, prefix: str) -> None:
     """Create the probe topic when missing (idempotent)."""
-    from horae.contracts.admin import admin_client, ensure_topic
+    from horae.kafka.admin import admin_client, ensure_topic
 
     ensure_topic(admin_client(bootstrap), clock_topic(prefix), 1, CLOCK_TOPIC_CONFIG)
 

@@ -112,8 +112,8 @@ def snapshot_topic(prefix: str) -> str:
 def ensure_snapshot_topic(bootstrap: str, prefix: str) -> int:
     """Create the snapshot topic when missing, with the planner-state topic's partition count
     (idempotent); return its partition count."""
-    from horae.contracts.admin import admin_client, ensure_topic
     from horae.contracts.topics import Topic, topic_name
+    from horae.kafka.admin import admin_client, ensure_topic
 
     admin = admin_client(bootstrap)
     state = admin.list_topics(timeout=30).topics.get(topic_name(Topic.PLANNER_STATE, prefix))

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from horae.contracts.admin import Plan, admin_client, apply
+from horae.kafka.admin import Plan, admin_client, apply
 
 
 @pytest.fixture

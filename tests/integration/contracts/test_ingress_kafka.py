@@ -12,10 +12,10 @@ from confluent_kafka import Consumer, Producer
 from horae.client import HoraeClient, cron_trigger, definition_json
 from horae.contracts import events as ev
 from horae.contracts import signing
-from horae.contracts.admin import Plan
 from horae.contracts.codec import decode, encode
 from horae.contracts.ingress import Source, ingest_definition
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.kafka.admin import Plan
 from horae.kafka.config import client_config
 
 KEYS = {"acme": {"acme-1": b"acme-secret"}, "evil": {"evil-1": b"evil-secret"}}

@@ -8,7 +8,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from horae.contracts import topics as tp
-from horae.contracts.admin import Plan, apply, drift
+from horae.kafka.admin import Plan, apply, drift
 from horae.kafka.config import client_config
 from tests.conftest import CREDENTIAL_VARIABLES
 from tests.waiting import wait_until

@@ -21,7 +21,6 @@ from aiohttp import web
 from confluent_kafka import Producer
 
 from horae.contracts import events as ev
-from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import decode, encode
 from horae.contracts.grants import Grants, TenantGrant
 from horae.contracts.topics import (
@@ -33,6 +32,7 @@ from horae.contracts.topics import (
     topic_name,
 )
 from horae.domain.keys import FireKey, Origin
+from horae.kafka.admin import Plan, admin_client, apply
 from horae.kafka.config import client_config
 from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.worker import Dispatcher

@@ -13,10 +13,10 @@ from dataclasses import replace
 import pytest
 
 from horae.contracts import events as ev
-from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import encode
 from horae.contracts.topics import Topic, events_topic, fire_partition, lane_topic
 from horae.domain.keys import FireKey, Origin
+from horae.kafka.admin import Plan, admin_client, apply
 from horae.streams.dispatcher.conclude import H_DLQ_CAUSE
 from horae.streams.dispatcher.records import UNSENDABLE
 from tests.integration.dispatcher.support import (

@@ -19,10 +19,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from horae.contracts import events as ev
 from horae.contracts import signing
-from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import decode, encode
 from horae.contracts.grants import Grants
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, topic_name
+from horae.kafka.admin import Plan, admin_client, apply
 from horae.kafka.config import client_config
 from horae.kafka.reader import end_offset
 from horae.ports import SYSTEM_ZONES, WallClock, ZoneSource

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from horae.contracts.admin import delete_under
 from horae.devstack.stack import Endpoints
+from horae.kafka.admin import delete_under
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ import pytest
 from horae.client import HoraeClient
 from horae.contracts import events as ev
 from horae.contracts import signing
-from horae.contracts.admin import TenantTopics, admin_client
 from horae.contracts.codec import decode
 from horae.contracts.topics import Topic, events_topic, topic_name
+from horae.kafka.admin import TenantTopics, admin_client
 from tests.integration.planner.harness import (
     KEY_ID,
     PARTITIONS,

@@ -45,10 +45,10 @@ from horae.api.app import create_app
 from horae.api.auth import issue
 from horae.contracts import events as ev
 from horae.contracts import signing
-from horae.contracts.admin import delete_under
 from horae.contracts.codec import decode, encode
 from horae.contracts.topics import Topic, events_topic, lane_topic, topic_name
 from horae.devstack.stack import Endpoints
+from horae.kafka.admin import delete_under
 from horae.kafka.config import client_config
 from horae.kafka.reader import KafkaPartitionReader
 from horae.projections.rebuild import end_offsets

@@ -29,11 +29,11 @@ from horae.api.adapters import KafkaSink, PostgresHistory
 from horae.api.app import create_app
 from horae.contracts import events as ev
 from horae.contracts import signing
-from horae.contracts.admin import delete_under
 from horae.contracts.codec import decode, encode
 from horae.contracts.textrules import check_definition
 from horae.contracts.topics import Topic
 from horae.devstack.stack import Endpoints
+from horae.kafka.admin import delete_under
 from horae.outbound.ssrf import AddressPolicy
 from horae.projections import synthetic
 from tests.integration.api.test_api_postgres import ROUTER, project

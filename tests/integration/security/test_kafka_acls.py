@@ -19,10 +19,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from horae.client import HoraeClient, cron_trigger
 from horae.contracts import events as ev
-from horae.contracts.admin import Plan, admin_client, apply
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, topic_name
 from horae.kafka.acls import ROLES, all_bindings, apply_acls, tenant_group_prefix, tenant_principal
+from horae.kafka.admin import Plan, admin_client, apply
 from horae.kafka.config import KafkaCredentials, client_config
 from horae.kafka.scram import new_password, upsert_scram_users
 from tests.waiting import wait_until

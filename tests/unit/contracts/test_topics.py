@@ -117,7 +117,7 @@ def test_events_pattern_matches_every_tenant_topic_and_nothing_else() -> None:
 
 
 def test_plan_holds_each_tenants_events_topic_and_no_shared_one() -> None:
-    from horae.contracts.admin import Plan
+    from horae.kafka.admin import Plan
 
     names = [name for name, _ in Plan("p.", 3, 1, ("acme", "b.c")).topics()]
     assert "p.events.acme" in names and "p.events.bDc" in names
