@@ -29,9 +29,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from horae.domain.schedule import Schedule
     from horae.domain.trigger import TriggerSpec
-    from horae.outbound.http_sender import AttemptResult
-    from horae.projections.rows import Batch
-    from horae.projections.store import ApplyResult
+    from horae.outbound.results import AttemptResult
+    from horae.projections.rows import ApplyResult, Batch
 
 #: ``(topic, partition)``
 TopicPartitionKey = tuple[str, int]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from horae.domain.schedule import Schedule
 from horae.domain.trigger import TriggerSpec
-from horae.outbound.http_sender import AttemptResult, SendResult
+from horae.outbound.results import AttemptResult, SendResult
 from horae.ports import (
     Emit,
     Headers,
@@ -33,8 +33,8 @@ from horae.ports import (
     TopicPartitionKey,
     TransactionFailed,
 )
-from horae.projections.rows import Batch, Row, Stage
-from horae.projections.store import ApplyResult, unapplied
+from horae.projections.rows import ApplyResult, Batch, Row, Stage
+from horae.projections.store import unapplied
 
 Callback = Callable[[Sequence[TopicPartitionKey]], None]
 

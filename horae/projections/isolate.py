@@ -26,25 +26,16 @@ batches and must set aside the same row), so it comes from the one-record ``appl
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from horae.projections.rows import Batch, Source, Stage, error_row
+from horae.projections.rows import SetAside as SetAside
 
 #: the cause of a record set aside because the store could not hold it
 STORE_CAUSE = "store"
 
 T = TypeVar("T")
 Unit = tuple[Stage, int]  # a staged row: its stage and its index in ``Batch.rows[stage]``
-
-
-@dataclass(frozen=True, slots=True)
-class SetAside:
-    """A record the store could not hold: where it was read, which table refused it, why."""
-
-    source: Source
-    stage: Stage
-    detail: str
 
 
 def units(batch: Batch) -> list[Unit]:

@@ -255,6 +255,39 @@ class Batch:
         return len(self.rows.get(stage, ()))
 
 
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """A record the store could not hold: where it was read, which table refused it, why."""
+
+    source: Source
+    stage: Stage
+    detail: str
+
+
+@dataclass
+class ApplyResult:
+    """What one :meth:`~horae.ports.ReadModelStore.apply` did (a value of the store port)."""
+
+    rows: dict[Stage, int] = field(default_factory=dict)  # staged rows applied per table
+    duplicates_identical: int = 0
+    duplicates_different: int = 0
+    dropped: int = 0  # records below the stored offsets (already applied)
+    set_aside: list[SetAside] = field(default_factory=list)  # records the store could not hold
+
+    def add(self, other: ApplyResult) -> None:
+        """Count ``other`` (another transaction of the same batch) in this result."""
+        for stage, n in other.rows.items():
+            self.rows[stage] = self.rows.get(stage, 0) + n
+        self.duplicates_identical += other.duplicates_identical
+        self.duplicates_different += other.duplicates_different
+        self.dropped += other.dropped
+        self.set_aside.extend(other.set_aside)
+
+    @property
+    def total_rows(self) -> int:
+        return sum(n for s, n in self.rows.items() if s is not Stage.ERRORS)
+
+
 class RecordMapper:
     """Turns consumed records into a :class:`Batch`; ``topics`` maps full topic names to the
     projected topic they are (``<prefix><suffix>``). A tenant's events topic under the same prefix

@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
 from horae.projections import schema as pschema
-from horae.projections.isolate import SetAside
 from horae.projections.rows import STAGE_COLUMNS, STAGE_TYPES, Batch, Row, Stage
+from horae.projections.rows import ApplyResult as ApplyResult
 from horae.projections.sqlfiles import sql
 
 #: merge statements per staging table, in order
@@ -56,28 +55,6 @@ class GenerationChanged(RuntimeError):
 
 class SchemaNotMigrated(RuntimeError):
     """The schema needs migrations this role may not apply: run ``horae migrate`` as the owner."""
-
-
-@dataclass
-class ApplyResult:
-    rows: dict[Stage, int] = field(default_factory=dict)  # staged rows applied per table
-    duplicates_identical: int = 0
-    duplicates_different: int = 0
-    dropped: int = 0  # records below the stored offsets (already applied)
-    set_aside: list[SetAside] = field(default_factory=list)  # records the store could not hold
-
-    def add(self, other: ApplyResult) -> None:
-        """Count ``other`` (another transaction of the same batch) in this result."""
-        for stage, n in other.rows.items():
-            self.rows[stage] = self.rows.get(stage, 0) + n
-        self.duplicates_identical += other.duplicates_identical
-        self.duplicates_different += other.duplicates_different
-        self.dropped += other.dropped
-        self.set_aside.extend(other.set_aside)
-
-    @property
-    def total_rows(self) -> int:
-        return sum(n for s, n in self.rows.items() if s is not Stage.ERRORS)
 
 
 #: SQLSTATE classes of errors a record's own values cause: data exceptions (22: a NUL byte in
