@@ -31,20 +31,19 @@ import argparse
 import json
 import secrets
 import sys
-import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from confluent_kafka import KafkaError, Message, Producer
 
 from horae.cli.common import add_flags
 from horae.contracts import events as ev
 from horae.contracts import signing
-from horae.contracts.admin import Plan, admin_client, apply, auto_replication_factor
 from horae.contracts.codec import encode
 from horae.contracts.ingress import NAME
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, events_topic, topic_name
 from horae.devstack.stack import LocalStack
 from horae.kafka.acls import apply_acls, tenant_bindings, tenant_group_prefix, tenant_principal
+from horae.kafka.admin import Plan, admin_client, apply, auto_replication_factor
 from horae.kafka.config import client_config
 from horae.kafka.scram import new_password, upsert_scram_users
 from horae.settings import Settings
@@ -83,22 +82,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def tenant_command(
     settings: Settings, tenant: str, kind: ev.CommandKind, reason: str | None, now: datetime
 ) -> ev.Command:
-    """The platform-signed tenant-wide command; ValueError when the platform key is unset."""
+    """The platform-signed tenant-wide command (:func:`horae.contracts.signing.tenant_command`
+    with the settings' platform key); ValueError when the platform key is unset."""
     if settings.platform_key is None or not settings.platform_key.get_secret_value():
         raise ValueError("HORAE_PLATFORM_KEY is not set: only the platform key may sign this")
-    command = ev.Command(
-        command_id=f"tenant-{kind.value}-{uuid.uuid4().hex}",
-        tenant=tenant,
-        trigger_id=ev.TENANT_WIDE,
-        kind=kind,
-        requested_by=settings.platform_key_id,
-        role=ev.Role.PLATFORM,
-        requested_at=now.replace(microsecond=0),
-        reason=reason,
-        expires_at=now + timedelta(seconds=settings.command_max_ttl_s),
-    )
     key = settings.platform_key.get_secret_value().encode()
-    return signing.sign(command, settings.platform_key_id, key)
+    return signing.tenant_command(
+        tenant,
+        kind,
+        reason,
+        now,
+        key_id=settings.platform_key_id,
+        key=key,
+        ttl_s=settings.command_max_ttl_s,
+    )
 
 
 def _add(settings: Settings, args: argparse.Namespace) -> int:

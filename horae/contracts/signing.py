@@ -11,14 +11,23 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import uuid
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from horae.contracts._reflect import to_avro
 from horae.contracts.canonical_json import canonical_writer
 from horae.contracts.codec import default_codec
-from horae.contracts.events import Command, Signature, TriggerDefinition
+from horae.contracts.events import (
+    TENANT_WIDE,
+    Command,
+    CommandKind,
+    Role,
+    Signature,
+    TriggerDefinition,
+)
 from horae.contracts.jsonform import canonical
 from horae.contracts.memo import INGEST_MEMO
 
@@ -44,6 +53,32 @@ def signature_value(event: TriggerDefinition | Command, key: bytes) -> str:
 def sign(event: S, key_id: str, key: bytes) -> S:
     """``event`` with a signature by ``key`` (named ``key_id``)."""
     return replace(event, signature=Signature(key_id=key_id, value=signature_value(event, key)))
+
+
+def tenant_command(
+    tenant: str,
+    kind: CommandKind,
+    reason: str | None,
+    now: datetime,
+    *,
+    key_id: str,
+    key: bytes,
+    ttl_s: int,
+) -> Command:
+    """A tenant-wide command (suspend, resume) signed with the platform key ``key`` (named
+    ``key_id``), requested at ``now`` (whole seconds) and valid for ``ttl_s`` seconds."""
+    command = Command(
+        command_id=f"tenant-{kind.value}-{uuid.uuid4().hex}",
+        tenant=tenant,
+        trigger_id=TENANT_WIDE,
+        kind=kind,
+        requested_by=key_id,
+        role=Role.PLATFORM,
+        requested_at=now.replace(microsecond=0),
+        reason=reason,
+        expires_at=now + timedelta(seconds=ttl_s),
+    )
+    return sign(command, key_id, key)
 
 
 def check(event: TriggerDefinition | Command, keys: Mapping[str, bytes]) -> str | None:
