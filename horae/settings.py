@@ -8,7 +8,7 @@ section's (``settings.planner.tick_s`` <- ``HORAE_PLANNER_TICK_S``). This module
 that reads ``HORAE_*``; the CLI derives each command's flags from the same fields
 (:mod:`horae.cli.common`), and everything else is handed the values it needs. One exception, on
 the client side: the tenant CLI's connection to the API (``HORAE_API_URL``, ``HORAE_API_TOKEN``)
-is :class:`horae.cli.triggers.ClientSettings`, with flags ``--api-url`` and ``--token`` (the
+is :class:`horae.cli.connect.ClientSettings`, with flags ``--api-url`` and ``--token`` (the
 server's ``api`` section is not the client's).
 
 Keys and secrets are :class:`~pydantic.SecretStr` (``repr`` and ``str`` show ``**********``;

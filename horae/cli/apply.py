@@ -59,7 +59,7 @@ from typing import Any, Literal, Protocol
 import yaml
 
 from horae.api.client import ApiClient, ApiError, ApiUnreachable
-from horae.cli import triggers as cli
+from horae.cli import connect
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, default_codec
 from horae.contracts.ingress import NAME
@@ -495,7 +495,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         )
         if name == "apply":
             p.add_argument("--yes", "-y", action="store_true", help="apply without asking")
-        cli.add_connection_flags(p)
+        connect.add_connection_flags(p)
         p.set_defaults(func=_diff if name == "diff" else _apply)
 
 
@@ -520,13 +520,13 @@ def _show_plan(result: Plan, args: argparse.Namespace) -> None:
 def _diff(settings: Settings, args: argparse.Namespace) -> int:
     name = "horae diff"
     try:
-        with cli.open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             result = _planned(api, args)
     except DocumentError as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         return 1
     except (ApiError, ApiUnreachable) as exc:
-        return cli.failed(name, exc)
+        return connect.failed(name, exc)
     _show_plan(result, args)
     return 2 if result.steps else 0
 
@@ -537,12 +537,12 @@ def _apply(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{name}: -f - reads the documents from stdin: add --yes", file=sys.stderr)
         return 2
     try:
-        with cli.open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             result = _planned(api, args)
             _show_plan(result, args)
             if not result.steps:
                 return 0
-            if not args.yes and not cli.confirm("Apply this plan?"):
+            if not args.yes and not connect.confirm("Apply this plan?"):
                 print(f"{name}: not applied", file=sys.stderr)
                 return 1
             done = 0
@@ -557,14 +557,14 @@ def _apply(settings: Settings, args: argparse.Namespace) -> int:
                     f"{name}: {step.action} {step.trigger_id} failed after {done} step(s) done",
                     file=sys.stderr,
                 )
-                return cli.failed(name, exc)
+                return connect.failed(name, exc)
             if not args.json:
                 print(f"Applied: {done} step(s).")
     except DocumentError as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         return 1
     except (ApiError, ApiUnreachable) as exc:
-        return cli.failed(name, exc)
+        return connect.failed(name, exc)
     return 0
 
 

@@ -46,11 +46,9 @@ from collections.abc import Iterable, Sequence
 from itertools import islice
 from typing import Any
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from horae.api.client import JSON, ApiClient, ApiError, ApiUnreachable
-from horae.settings import Settings, env_name
+from horae.api.client import JSON, ApiError, ApiUnreachable
+from horae.cli import connect
+from horae.settings import Settings
 
 #: what a trigger is doing, as the API shows it (TriggerOut.state)
 STATES = ("live", "paused", "suspended", "completed", "deleted")
@@ -61,86 +59,6 @@ NOT_LIVE = {
     "completed": "completed: its recurrence has no instant left",
     "deleted": "deleted",
 }
-
-
-class ClientSettings(BaseSettings):
-    """Where the CLI finds the API and how it authenticates (``HORAE_API_URL``,
-    ``HORAE_API_TOKEN``); the server's own settings are :class:`horae.settings.ApiSettings`."""
-
-    model_config = SettingsConfigDict(env_prefix="HORAE_API_", extra="ignore")
-
-    url: str | None = Field(
-        default=None,
-        description="base URL of the Horae API; unset: http://HORAE_API_HOST:HORAE_API_PORT "
-        "(the server's own address)",
-    )
-    token: SecretStr | None = Field(
-        default=None, description="bearer token (horae tokens issue); prefer the environment"
-    )
-
-
-#: The flag of each :class:`ClientSettings` field.
-CLIENT_FLAGS = {"url": "--api-url", "token": "--token"}
-
-
-def add_connection_flags(parser: argparse.ArgumentParser) -> None:
-    """``--api-url``, ``--token`` (from :class:`ClientSettings`) and ``--json``."""
-    for name, flag in CLIENT_FLAGS.items():
-        field = ClientSettings.model_fields[name]
-        default = "" if field.default is None else f", default {field.default}"
-        text = f"{field.description} [env {env_name(ClientSettings, name)}{default}]"
-        parser.add_argument(
-            flag, dest=f"client_{name}", default=None, metavar=name.upper(), help=text
-        )
-    parser.add_argument("--json", action="store_true", help="print the API's JSON")
-
-
-def client_settings(args: argparse.Namespace) -> ClientSettings:
-    """The environment's :class:`ClientSettings` with the flags given applied."""
-    given = {
-        name: getattr(args, f"client_{name}")
-        for name in CLIENT_FLAGS
-        if getattr(args, f"client_{name}", None) is not None
-    }
-    return ClientSettings(**given)
-
-
-def api_url(settings: Settings, config: ClientSettings) -> str:
-    """The configured URL, else the address ``horae api`` listens on by the same settings (a
-    wildcard host reached on loopback)."""
-    if config.url:
-        return config.url
-    host = settings.api.host
-    host = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else host
-    return f"http://{host}:{settings.api.port}"
-
-
-def open_client(settings: Settings, args: argparse.Namespace) -> ApiClient:
-    """The API client of the command's flags and environment."""
-    config = client_settings(args)
-    token = None if config.token is None else config.token.get_secret_value()
-    return ApiClient(api_url(settings, config), token)
-
-
-def failed(name: str, exc: ApiError | ApiUnreachable) -> int:
-    """Print why a call failed on stderr; exit code 1."""
-    if isinstance(exc, ApiUnreachable):
-        print(f"{name}: the API does not answer ({exc}); is `horae api` running?", file=sys.stderr)
-        return 1
-    for line in exc.problem.lines():
-        print(f"{name}: {line}", file=sys.stderr)
-    if exc.status == 401:
-        print(f"{name}: set HORAE_API_TOKEN (horae tokens issue) or --token", file=sys.stderr)
-    if exc.retry_after_s is not None:
-        print(f"{name}: retry after {exc.retry_after_s:g} s", file=sys.stderr)
-    return 1
-
-
-def confirm(question: str) -> bool:
-    """Ask on stderr, read one line of stdin: ``y`` or ``yes`` agrees (end of input: no)."""
-    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
-    answer = sys.stdin.readline().strip().lower()
-    return answer in ("y", "yes")
 
 
 # --- rendering ----------------------------------------------------------------------------
@@ -299,19 +217,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     create.add_argument("--description", default=None)
     create.add_argument("--payload", default=None, help="the payload (a string)")
-    add_connection_flags(create)
+    connect.add_connection_flags(create)
     create.set_defaults(func=_create)
 
     listing = sub.add_parser("list", help="list triggers", description="list triggers")
     listing.add_argument("--label", metavar="KEY:VALUE", default=None, help="only this label")
     listing.add_argument("--state", choices=STATES, default=None, help="only this state")
     listing.add_argument("--limit", type=int, default=None, help="at most this many")
-    add_connection_flags(listing)
+    connect.add_connection_flags(listing)
     listing.set_defaults(func=_list)
 
     show = sub.add_parser("show", help="show one trigger", description="show one trigger")
     show.add_argument("trigger", metavar="ID")
-    add_connection_flags(show)
+    connect.add_connection_flags(show)
     show.set_defaults(func=_show)
 
     text = "amend a trigger (a new version, If-Match on the version read)"
@@ -328,7 +246,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     amend.add_argument(
         "--if-version", type=int, default=None, metavar="N", help="amend only version N"
     )
-    add_connection_flags(amend)
+    connect.add_connection_flags(amend)
     amend.set_defaults(func=_amend)
 
     acts = {
@@ -340,21 +258,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     for act, text in acts.items():
         p = sub.add_parser(act, help=text, description=text)
         p.add_argument("trigger", metavar="ID")
-        add_connection_flags(p)
+        connect.add_connection_flags(p)
         p.set_defaults(func=_act)
 
     text = "the next instants of a stored trigger: UTC, local time, offset, DST note, jitter"
     upcoming = sub.add_parser("next", help=text, description=text)
     upcoming.add_argument("trigger", metavar="ID")
     upcoming.add_argument("-n", type=int, default=10, help="how many, 1..1000 (default 10)")
-    add_connection_flags(upcoming)
+    connect.add_connection_flags(upcoming)
     upcoming.set_defaults(func=_next_of)
 
     text = "print stored triggers as the documents horae apply reads (defaults left out)"
     export = sub.add_parser("export", help=text, description=text)
     export.add_argument("triggers", nargs="*", metavar="ID", help="these (default: every one)")
     export.add_argument("--label", metavar="KEY:VALUE", default=None, help="only this label")
-    add_connection_flags(export)
+    connect.add_connection_flags(export)
     export.set_defaults(func=_export)
 
     text = "prove control of a webhook host: a challenge, then a check (author)"
@@ -363,12 +281,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     text = "ask for a challenge for the host of a webhook URL and say how to answer it"
     verify = actions.add_parser("verify", help=text, description=text)
     verify.add_argument("url", metavar="URL")
-    add_connection_flags(verify)
+    connect.add_connection_flags(verify)
     verify.set_defaults(func=_verify)
     text = "have the API fetch the host's answer and compare it (exit 1: not verified)"
     check = actions.add_parser("check", help=text, description=text)
     check.add_argument("host", metavar="HOST")
-    add_connection_flags(check)
+    connect.add_connection_flags(check)
     check.set_defaults(func=_check)
 
     text = "a trigger's instants: state, lane, lateness, cause, outcome"
@@ -378,7 +296,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     history.add_argument("--to", dest="end", metavar="INSTANT", help="RFC 3339, exclusive")
     history.add_argument("--state", default=None, help="only fires in this state")
     history.add_argument("--limit", type=int, default=None, help="at most this many (all pages)")
-    add_connection_flags(history)
+    connect.add_connection_flags(history)
     history.set_defaults(func=_history)
 
     text = "lateness (p50/p99/max, missed) of a trigger or of the whole tenant over a window"
@@ -386,7 +304,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     lateness.add_argument("trigger", nargs="?", metavar="TRIGGER", help="unset: the tenant")
     lateness.add_argument("--from", dest="start", metavar="INSTANT", help="RFC 3339")
     lateness.add_argument("--to", dest="end", metavar="INSTANT", help="RFC 3339")
-    add_connection_flags(lateness)
+    connect.add_connection_flags(lateness)
     lateness.set_defaults(func=_lateness)
 
     text = "backfill a trigger over a window (prints the cost, then asks; policy role)"
@@ -396,7 +314,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     backfill.add_argument("--to", dest="end", required=True, metavar="INSTANT")
     backfill.add_argument("--reason", default=None, help="why (kept in the command)")
     backfill.add_argument("--yes", "-y", action="store_true", help="do not ask")
-    add_connection_flags(backfill)
+    connect.add_connection_flags(backfill)
     backfill.set_defaults(func=_backfill)
 
 
@@ -476,10 +394,10 @@ def _create(settings: Settings, args: argparse.Namespace) -> int:
     except (ValueError, DocumentError) as exc:
         return _usage(name, str(exc))
     try:
-        with open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             stored = api.create({**document, "trigger_id": trigger_id})
     except (ApiError, ApiUnreachable) as exc:
-        return failed(name, exc)
+        return connect.failed(name, exc)
     if args.json:
         _print_json(stored.trigger)
     else:
@@ -490,10 +408,10 @@ def _create(settings: Settings, args: argparse.Namespace) -> int:
 
 def _list(settings: Settings, args: argparse.Namespace) -> int:
     try:
-        with open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             items = list(islice(api.list_all(label=args.label, state=args.state), args.limit))
     except (ApiError, ApiUnreachable) as exc:
-        return failed("horae triggers list", exc)
+        return connect.failed("horae triggers list", exc)
     if args.json:
         _print_json(items)
     else:
@@ -503,10 +421,10 @@ def _list(settings: Settings, args: argparse.Namespace) -> int:
 
 def _show(settings: Settings, args: argparse.Namespace) -> int:
     try:
-        with open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             stored = api.get(args.trigger)
     except (ApiError, ApiUnreachable) as exc:
-        return failed("horae triggers show", exc)
+        return connect.failed("horae triggers show", exc)
     if args.json:
         _print_json(stored.trigger)
     else:
@@ -545,7 +463,7 @@ def _amend(settings: Settings, args: argparse.Namespace) -> int:
     except (ValueError, DocumentError) as exc:
         return _usage(name, str(exc))
     try:
-        with open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             stored = api.get(args.trigger)
             before = normalize(stored.trigger, stored=True)
             document = normalize(replacement) if replacement is not None else dict(before)
@@ -564,7 +482,7 @@ def _amend(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{name}: {exc}", file=sys.stderr)
         return 1
     except (ApiError, ApiUnreachable) as exc:
-        return failed(name, exc)
+        return connect.failed(name, exc)
     if args.json:
         _print_json(amended.trigger)
     else:
@@ -577,7 +495,7 @@ def _amend(settings: Settings, args: argparse.Namespace) -> int:
 def _act(settings: Settings, args: argparse.Namespace) -> int:
     act: str = args.triggers_command
     try:
-        with open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             if act == "delete":
                 api.delete(args.trigger)
                 result: JSON = {}
@@ -586,7 +504,7 @@ def _act(settings: Settings, args: argparse.Namespace) -> int:
                     args.trigger
                 )
     except (ApiError, ApiUnreachable) as exc:
-        return failed(f"horae triggers {act}", exc)
+        return connect.failed(f"horae triggers {act}", exc)
     if args.json:
         _print_json(result)
     elif act == "delete":
@@ -607,10 +525,10 @@ def occurrences_table(items: Iterable[JSON]) -> str:
 
 def _next_of(settings: Settings, args: argparse.Namespace) -> int:
     try:
-        with open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             rows = api.next(args.trigger, args.n)
     except (ApiError, ApiUnreachable) as exc:
-        return failed("horae triggers next", exc)
+        return connect.failed("horae triggers next", exc)
     if args.json:
         _print_json(rows)
     else:
@@ -622,13 +540,13 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
     from horae.cli.apply import compact, normalize, run_state, to_yaml
 
     try:
-        with open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             if args.triggers:
                 stored = [api.get(t).trigger for t in args.triggers]
             else:
                 stored = list(api.list_all(label=args.label))
     except (ApiError, ApiUnreachable) as exc:
-        return failed("horae triggers export", exc)
+        return connect.failed("horae triggers export", exc)
     documents = [  # a paused trigger's document says so (applied, it stays paused)
         {
             "id": t["trigger_id"],
@@ -647,10 +565,10 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
 
 def _verify(settings: Settings, args: argparse.Namespace) -> int:
     try:
-        with open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             made = api.verify_target(args.url)
     except (ApiError, ApiUnreachable) as exc:
-        return failed("horae targets verify", exc)
+        return connect.failed("horae targets verify", exc)
     if args.json:
         _print_json(made)
         return 0
@@ -664,10 +582,10 @@ def _verify(settings: Settings, args: argparse.Namespace) -> int:
 
 def _check(settings: Settings, args: argparse.Namespace) -> int:
     try:
-        with open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             result = api.check_target(args.host)
     except (ApiError, ApiUnreachable) as exc:
-        return failed("horae targets check", exc)
+        return connect.failed("horae targets check", exc)
     verified = result.get("state") == "verified"
     if args.json:
         _print_json(result)
@@ -680,12 +598,12 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
 
 def _history(settings: Settings, args: argparse.Namespace) -> int:
     try:
-        with open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             pages = api.history_all(args.trigger, start=args.start, end=args.end, state=args.state)
             fires = list(islice(pages, args.limit))
             state = None if args.json else api.get(args.trigger).trigger.get("state")
     except (ApiError, ApiUnreachable) as exc:
-        return failed("horae history", exc)
+        return connect.failed("horae history", exc)
     if args.json:
         _print_json(fires)
     else:
@@ -697,10 +615,10 @@ def _history(settings: Settings, args: argparse.Namespace) -> int:
 
 def _lateness(settings: Settings, args: argparse.Namespace) -> int:
     try:
-        with open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             summary = api.lateness(args.trigger, start=args.start, end=args.end)
     except (ApiError, ApiUnreachable) as exc:
-        return failed("horae lateness", exc)
+        return connect.failed("horae lateness", exc)
     if args.json:
         _print_json(summary)
     else:
@@ -713,21 +631,21 @@ def _lateness(settings: Settings, args: argparse.Namespace) -> int:
 def _backfill(settings: Settings, args: argparse.Namespace) -> int:
     name = "horae backfill"
     try:
-        with open_client(settings, args) as api:
+        with connect.open_client(settings, args) as api:
             cost = api.backfill(args.trigger, args.start, args.end)
             print(
                 f"backfill {args.trigger} from {args.start} to {args.end}: "
                 f"{cost.get('fires')} fire(s)",
                 file=sys.stderr if args.json else sys.stdout,
             )
-            if not args.yes and not confirm("Backfill?"):
+            if not args.yes and not connect.confirm("Backfill?"):
                 print(f"{name}: not confirmed, nothing sent", file=sys.stderr)
                 return 1
             accepted = api.backfill(
                 args.trigger, args.start, args.end, cost.get("confirm"), args.reason
             )
     except (ApiError, ApiUnreachable) as exc:
-        return failed(name, exc)
+        return connect.failed(name, exc)
     if args.json:
         _print_json({"fires": cost.get("fires"), **accepted})
     else:

@@ -15,7 +15,7 @@ import pytest
 
 from horae.api.client import ApiClient, Page
 from horae.api.verification import expected_answer
-from horae.cli import triggers
+from horae.cli import connect as cli_connect
 from horae.cli.main import main
 from horae.contracts import events as ev
 from horae.settings import Settings
@@ -33,7 +33,7 @@ def connect(app: Api, monkeypatch: pytest.MonkeyPatch) -> Api:
         token = args.client_token or app.token("acme", ["author", "policy"])
         return ApiClient("", None if token == "none" else token, http=app.client)
 
-    monkeypatch.setattr(triggers, "open_client", open_client)
+    monkeypatch.setattr(cli_connect, "open_client", open_client)
     return app
 
 

@@ -6,11 +6,9 @@ import argparse
 
 import pytest
 
+from horae.cli.connect import ClientSettings, api_url, client_settings
 from horae.cli.main import build_parser
 from horae.cli.triggers import (
-    ClientSettings,
-    api_url,
-    client_settings,
     document_of_flags,
     history_table,
     lateness_table,
