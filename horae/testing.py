@@ -33,8 +33,7 @@ from horae.ports import (
     TopicPartitionKey,
     TransactionFailed,
 )
-from horae.projections.rows import ApplyResult, Batch, Row, Stage
-from horae.projections.store import unapplied
+from horae.projections.rows import ApplyResult, Batch, Row, Stage, unapplied
 
 Callback = Callable[[Sequence[TopicPartitionKey]], None]
 

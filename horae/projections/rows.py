@@ -288,6 +288,33 @@ class ApplyResult:
         return sum(n for s, n in self.rows.items() if s is not Stage.ERRORS)
 
 
+def position_of(stage: Stage, row: Row, stage_topic: str) -> tuple[str, int, int]:
+    """Where the record of a staged row was read: ``(topic, partition, offset)`` (an error row
+    names its topic; every other row comes from its stage's topic)."""
+    if stage is Stage.ERRORS:
+        return str(row[0]), int(row[1]), int(row[2])
+    return stage_topic, int(row[-2]), int(row[-1])
+
+
+def unapplied(
+    stage: Stage,
+    rows: list[Row],
+    stage_topic: str,
+    stored: Mapping[tuple[str, int], int],
+    result: ApplyResult,
+) -> list[Row]:
+    """The rows of records at or above the ``stored`` offsets of their partitions (the others
+    were applied by an earlier batch: counted in ``result.dropped``)."""
+    kept = []
+    for row in rows:
+        topic, partition, offset = position_of(stage, row, stage_topic)
+        if offset < stored.get((topic, partition), -1):
+            result.dropped += 1
+        else:
+            kept.append(row)
+    return kept
+
+
 class RecordMapper:
     """Turns consumed records into a :class:`Batch`; ``topics`` maps full topic names to the
     projected topic they are (``<prefix><suffix>``). A tenant's events topic under the same prefix

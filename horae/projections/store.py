@@ -35,6 +35,8 @@ import psycopg
 from horae.projections import schema as pschema
 from horae.projections.rows import STAGE_COLUMNS, STAGE_TYPES, Batch, Row, Stage
 from horae.projections.rows import ApplyResult as ApplyResult
+from horae.projections.rows import position_of as position_of
+from horae.projections.rows import unapplied as unapplied
 from horae.projections.sqlfiles import sql
 
 #: merge statements per staging table, in order
@@ -91,33 +93,6 @@ def describe_fault(stage: Stage, exc: BaseException) -> str:
         text = f"{stage.value}: {type(exc).__name__}: {exc}"
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text.replace("\x00", "\\x00")[:2000]
-
-
-def position_of(stage: Stage, row: Row, stage_topic: str) -> tuple[str, int, int]:
-    """Where the record of a staged row was read: ``(topic, partition, offset)`` (an error row
-    names its topic; every other row comes from its stage's topic)."""
-    if stage is Stage.ERRORS:
-        return str(row[0]), int(row[1]), int(row[2])
-    return stage_topic, int(row[-2]), int(row[-1])
-
-
-def unapplied(
-    stage: Stage,
-    rows: list[Row],
-    stage_topic: str,
-    stored: Mapping[tuple[str, int], int],
-    result: ApplyResult,
-) -> list[Row]:
-    """The rows of records at or above the ``stored`` offsets of their partitions (the others
-    were applied by an earlier batch: counted in ``result.dropped``)."""
-    kept = []
-    for row in rows:
-        topic, partition, offset = position_of(stage, row, stage_topic)
-        if offset < stored.get((topic, partition), -1):
-            result.dropped += 1
-        else:
-            kept.append(row)
-    return kept
 
 
 class ProjectionStore:

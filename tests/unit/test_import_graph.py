@@ -1,7 +1,8 @@
 """The decision cores depend on ports and contracts only: importing one of them (with everything it
 imports in turn) loads no Kafka client, no database driver, no HTTP client. So does the outbound
-edge's package with its pure parts (its aiohttp sender is imported on first use). Each is imported
-in a fresh interpreter, so what the test process already loaded does not hide an import."""
+edge's package with its pure parts (its aiohttp sender is imported on first use), and so do the
+in-memory twins of the ports (``horae.testing``). Each is imported in a fresh interpreter, so what
+the test process already loaded does not hide an import."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ DECISION_CORES = (
     "horae.outbound",
     "horae.outbound.retry_decision",
     "horae.outbound.signing",
+    "horae.testing",
 )
 
 
