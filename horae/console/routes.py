@@ -4,10 +4,11 @@ Contract:
 
 - **Every act and read goes through the API.** A page or form calls the API's ``/v1`` routes
   in-process with the session's token (:mod:`horae.console.inproc`): the API authenticates, limits,
-  checks the role and the tenant, validates, and its problem+json is what the page shows. Two reads
-  that the API has no route for (a page's last runs, the morning-after list of what did not run)
-  read the API's own :class:`~horae.api.ports.HistorySource` port for the token's tenant, after the
-  API's :class:`~horae.api.auth.Verifier` verified the token and the ``read`` role was checked with
+  checks the role and the tenant, validates, and its problem+json is what the page shows. The reads
+  that the API has no route for (a page's last runs, the morning-after list of what did not run, a
+  schedule's earlier versions: :mod:`horae.console.versions`) read the API's own
+  :class:`~horae.api.ports.HistorySource` port for the token's tenant, after the API's
+  :class:`~horae.api.auth.Verifier` verified the token and the ``read`` role was checked with
   :meth:`~horae.api.auth.Principal.may`, as the API's routes do.
 - **A control is shown only to a token whose roles allow its act** (``may``), and a request for
   it from a token that may not is refused by the API all the same (403, shown as a problem).
@@ -43,7 +44,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from horae.api.auth import Principal, TokenError
 from horae.api.schemas import REPORTED
-from horae.console import session, words
+from horae.console import session, versions, words
 from horae.console.inproc import Api, Problem
 from horae.contracts.events import Role
 from horae.contracts.topics import tenant_token
@@ -453,7 +454,11 @@ async def schedule(request: Request, who: Principal, api: Api) -> Response:
         "/v1/audit",
         **{"from": (now - timedelta(days=30)).isoformat(), "to": now.isoformat(), "limit": 1000},
     )
-    versions = [e for e in audit["items"] if e.get("trigger_id") == trigger_id]
+    acted = [e for e in audit["items"] if e.get("trigger_id") == trigger_id]
+    kept = None
+    if who.may(Role.READ):  # as the API's routes check; the API answered the reads above
+        history_ = request.app.state.service.history
+        kept = await run_in_threadpool(versions.versions, history_, who.tenant, trigger_id)
     done = session.flashed(request)
     return render(
         request,
@@ -462,7 +467,8 @@ async def schedule(request: Request, who: Principal, api: Api) -> Response:
         t=trigger,
         upcoming=upcoming,
         policies=words.policy_words(trigger),
-        versions=versions,
+        versions=kept,
+        acted=acted,
         done=done,
         acts=ACTS,
     )

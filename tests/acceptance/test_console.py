@@ -422,6 +422,22 @@ def test_edit_with_the_diff(console: Console, page: Page) -> None:
     assert stored["recurrence"]["expr"] == "0 9 * * 1-5" and stored["labels"] == {"team": "ops"}
     assert stored["version"] == 2
 
+    versions = page.locator("#versions tbody tr")  # every version, from the read models
+
+    def both_versions() -> bool:
+        page.reload()
+        return versions.count() == 2
+
+    wait_until(both_versions, timeout_s=60, interval_s=0.5, message=console.tail)
+    newest, first = versions.nth(0), versions.nth(1)
+    expect(newest.locator("td").nth(0)).to_have_text("2")
+    expect(newest).to_contain_text("alice (api; roles author)")
+    expect(newest).to_contain_text('recurrence.expr: "*/3 * * * * *" -> "0 9 * * 1-5"')
+    expect(newest).not_to_contain_text("labels")  # kept: not a change
+    expect(first.locator("td").nth(0)).to_have_text("1")
+    expect(first.locator("td").nth(4)).to_have_text("created")
+    check(console, page, "schedule-versions")
+
 
 #: how long the morning-after journey keeps the planner down, from the moment it has stopped
 OUTAGE_S = 6
