@@ -27,7 +27,7 @@ A trigger whose state was decided with another tzdata release than the planner's
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Protocol
 
@@ -110,122 +110,207 @@ def rebuild_partition(
     """The partition's index and the number of changelog records read to build it: from the
     whole changelog, or from ``base`` (a snapshot, see :mod:`~horae.streams.planner.snapshot`)
     and the records after the offsets it covers, by the same rules."""
-    states: dict[str, ev.PlannerState | None] = {}  # None: a tombstone, after a snapshot
-    undecodable: dict[str, tuple[InputRecord, str]] = {}  # key -> its latest record, why
-    state_start = 0 if base is None else base.state_end
-    read = 0
-    for msg in reader.read(state_topic, partition, start=state_start):
-        read += 1
-        value = msg.value()
-        if value is None:
-            if base is not None:  # the snapshot's entry is gone with it
-                key = (msg.key() or b"").decode(errors="replace")
-                states[key] = None
-                undecodable.pop(key, None)
-            continue
-        try:
-            state = decode(value, ev.PlannerState)
-        except DecodeError as exc:
-            key = (msg.key() or b"").decode(errors="replace")
-            undecodable[key] = (msg, f"{exc.cause}: {exc.detail}")
-            states.pop(key, None)  # an older state is not the latest: never decide twice
-            continue
-        key = ev.trigger_key(state.tenant, state.trigger_id)
-        states[key] = state
-        undecodable.pop(key, None)
-    if base is None:
-        index = make_index(partition, decider.shared)
-        index.reserve(len(states))
-    else:
-        index = base.index
-    for tenant_state in states.values():
-        if tenant_state is not None and tenant_state.trigger_id == ev.TENANT_WIDE:
-            index.tenants[tenant_state.tenant] = decider.restore_tenant(tenant_state, now)
-    latest: dict[str, ev.TriggerDefinition] = {}  # of the triggers with an undecodable state
-    restored: set[str] = set()  # after a snapshot: the keys whose state was restored
-    count = 0
+    run = _Rebuild(partition, decider, now, base)
+    read = run.read_states(reader.read(state_topic, partition, start=run.state_start))
+    run.start_index()
+    read += run.read_definitions(reader.read(accepted_topic, partition, start=run.accepted_start))
+    if base is not None:
+        run.after_snapshot(base)
+    run.rebuild_undecodable()
+    run.index.settle()
+    return run.index, read
 
-    def put(key: str, definition: ev.TriggerDefinition, planner_state: ev.PlannerState) -> None:
-        nonlocal count
-        if base is not None:
+
+class _Rebuild:
+    """One rebuild of one partition's index (the module docstring), one rule per method: the
+    latest state of each key (:meth:`new_state`, :meth:`tombstone`, :meth:`undecodable_state`),
+    the definitions of the versions those states decided (:meth:`read_definitions`), a trigger
+    restored with its fires in flight (:meth:`put`), what a snapshot base changes
+    (:meth:`after_snapshot`) and the triggers whose state could not be read
+    (:meth:`rebuild_undecodable`)."""
+
+    index: DueIndex
+
+    def __init__(self, partition: int, decider: Decider, now: float, base: Snapshot | None) -> None:
+        self.partition = partition
+        self.decider = decider
+        self.now = now
+        self.base = base
+        self.state_start = 0 if base is None else base.state_end
+        self.accepted_start = 0 if base is None else base.accepted_end
+        self.states: dict[str, ev.PlannerState | None] = {}  # None: a tombstone, after a snapshot
+        self.undecodable: dict[str, tuple[InputRecord, str]] = {}  # key -> its latest record, why
+        self.latest: dict[str, ev.TriggerDefinition] = {}  # of the keys with an undecodable state
+        self.restored: set[str] = set()  # after a snapshot: the keys whose state was restored
+        self.count = 0  # entries restored, for settling the index now and then
+
+    # --- the changelog: the latest state of each key --------------------------------------------
+    def read_states(self, records: Iterable[InputRecord]) -> int:
+        read = 0
+        for msg in records:
+            read += 1
+            value = msg.value()
+            if value is None:
+                self.tombstone(msg)
+                continue
+            try:
+                state = decode(value, ev.PlannerState)
+            except DecodeError as exc:
+                self.undecodable_state(msg, exc)
+                continue
+            self.new_state(state)
+        return read
+
+    def new_state(self, state: ev.PlannerState) -> None:
+        """A later state replaces the key's earlier one, readable or not."""
+        key = ev.trigger_key(state.tenant, state.trigger_id)
+        self.states[key] = state
+        self.undecodable.pop(key, None)
+
+    def tombstone(self, msg: InputRecord) -> None:
+        """After a snapshot, a tombstone removes the key's entry (the snapshot's goes with it); a
+        full rebuild reads the compacted log and passes it by."""
+        if self.base is not None:
+            key = _key(msg)
+            self.states[key] = None
+            self.undecodable.pop(key, None)
+
+    def undecodable_state(self, msg: InputRecord, exc: DecodeError) -> None:
+        """The key's latest state does not decode: an older state is not the latest, so none is
+        kept (never decide twice); :meth:`rebuild_undecodable` deals with the key."""
+        key = _key(msg)
+        self.undecodable[key] = (msg, f"{exc.cause}: {exc.detail}")
+        self.states.pop(key, None)
+
+    # --- the index and the definitions --------------------------------------------------------
+    def start_index(self) -> None:
+        """A new index (or the snapshot's), with the tenants' states restored."""
+        if self.base is None:
+            self.index = make_index(self.partition, self.decider.shared)
+            self.index.reserve(len(self.states))
+        else:
+            self.index = self.base.index
+        for state in self.states.values():
+            if state is not None and state.trigger_id == ev.TENANT_WIDE:
+                self.index.tenants[state.tenant] = self.decider.restore_tenant(state, self.now)
+
+    def read_definitions(self, records: Iterable[InputRecord]) -> int:
+        """Each key with a state is restored from the accepted definition of the version its
+        state decided; of a key whose state did not decode, the latest definition is kept."""
+        read = 0
+        for msg in records:
+            read += 1
+            key = _key(msg)
+            state = self.states.get(key)
+            value = msg.value()
+            if value is None or (state is None and key not in self.undecodable):
+                continue
+            try:
+                definition = decode(value, ev.TriggerDefinition)
+            except DecodeError:
+                continue
+            if state is None:
+                self.latest[key] = definition
+            elif definition.version == state.trigger_version:  # the latest accepted version
+                self.put(key, definition, state)
+        return read
+
+    def put(self, key: str, definition: ev.TriggerDefinition, state: ev.PlannerState) -> None:
+        """The trigger restored from its definition and state, with its fires in flight (an
+        overlap policy's running or buffered fire), and what a tzdata change owes ``pending``."""
+        index = self.index
+        if self.base is not None:
             _forget_flight(index, key)
-            restored.add(key)
-        entry = decider.restore(definition, planner_state, now)
-        if planner_state.running_fire_key or planner_state.buffered_fire_key:  # overlap
-            decider.restore_flight(index, key, entry, planner_state)
+            self.restored.add(key)
+        entry = self.decider.restore(definition, state, self.now)
+        if state.running_fire_key or state.buffered_fire_key:
+            self.decider.restore_flight(index, key, entry, state)
         index.put(key, entry)
         flight = index.flights.get(key) if index.flights else None
-        index.pending += decider.tzdata_change(partition, entry, planner_state, now, flight)
-        count += 1
-        if count % SETTLE_EVERY == 0:
-            index.settle()
+        index.pending += self.decider.tzdata_change(self.partition, entry, state, self.now, flight)
+        self._counted()
 
-    for msg in reader.read(
-        accepted_topic, partition, start=0 if base is None else base.accepted_end
-    ):
-        read += 1
-        key = (msg.key() or b"").decode(errors="replace")
-        planner_state = states.get(key)
-        value = msg.value()
-        if value is None or (planner_state is None and key not in undecodable):
-            continue
-        try:
-            definition = decode(value, ev.TriggerDefinition)
-        except DecodeError:
-            continue
-        if planner_state is None:
-            latest[key] = definition
-        elif definition.version == planner_state.trigger_version:  # the latest accepted version
-            put(key, definition, planner_state)
-    if base is not None:  # the states after the snapshot whose definition is in it
-        for key, planner_state in states.items():
-            if key in restored or (planner_state and planner_state.trigger_id == ev.TENANT_WIDE):
+    def _counted(self) -> None:
+        self.count += 1
+        if self.count % SETTLE_EVERY == 0:
+            self.index.settle()
+
+    # --- a snapshot base ----------------------------------------------------------------------
+    def after_snapshot(self, base: Snapshot) -> None:
+        """What the records after the snapshot change in it: states of definitions it holds,
+        tombstones, undecodable states, and instants it derived with other code or tzdata."""
+        self._states_of_held_definitions()
+        self._drop_undecodable()
+        if base.stale:
+            self._recompute(base)
+
+    def _states_of_held_definitions(self) -> None:
+        """A state after the snapshot whose definition is in it: restored from the held
+        definition when that is the state's version; else (a tombstone, or, as in a full
+        rebuild, no accepted definition of its version) the entry goes."""
+        index = self.index
+        for key, state in self.states.items():
+            if key in self.restored or (state and state.trigger_id == ev.TENANT_WIDE):
                 continue
             held = index.get(key)
             if (
-                planner_state is not None
+                state is not None
                 and held is not None
-                and held.definition.version == planner_state.trigger_version
+                and held.definition.version == state.trigger_version
             ):
-                put(key, held.definition, planner_state)
-            else:  # a tombstone, or (as a full rebuild) no accepted definition of its version
+                self.put(key, held.definition, state)
+            else:
                 _forget_flight(index, key)
                 index.remove(key)
-        for key in undecodable:
-            if key not in latest and (held := index.get(key)) is not None:
-                latest[key] = held.definition
+
+    def _drop_undecodable(self) -> None:
+        """A key whose latest state does not decode leaves the snapshot; its held definition is
+        the one to rebuild it from when no later one was read."""
+        index = self.index
+        for key in self.undecodable:
+            if key not in self.latest and (held := index.get(key)) is not None:
+                self.latest[key] = held.definition
             _forget_flight(index, key)
             index.remove(key)
-        if base.stale:  # instants derived by this planner's code and tzdata, as restore does
-            for key in index.trigger_keys():
-                entry = index.get(key)
-                if key in restored or entry is None:
-                    continue
-                flight = index.flights.get(key)
-                index.pending += decider.recompute(partition, key, entry, flight, base.tzdata, now)
-                index.put(key, entry)
-                count += 1
-                if count % SETTLE_EVERY == 0:
-                    index.settle()
-    for key, (msg, why) in undecodable.items():
-        found = latest.get(key)
-        at = utc_datetime(now)
-        if found is None:
-            detail = f"{why}; no accepted definition to rebuild {key} from"
-            index.pending.append(
-                decider.router.emit(quarantine(msg, UNDECODABLE_STATE, detail, at), partition)
+
+    def _recompute(self, base: Snapshot) -> None:
+        """The snapshot's instants were derived by other code or tzdata: each entry not restored
+        here is recomputed, as restore does."""
+        index = self.index
+        for key in index.trigger_keys():
+            entry = index.get(key)
+            if key in self.restored or entry is None:
+                continue
+            flight = index.flights.get(key)
+            index.pending += self.decider.recompute(
+                self.partition, key, entry, flight, base.tzdata, self.now
             )
-            continue
-        entry = decider.restore(found, None, now)
-        index.put(key, entry)
-        detail = (
-            f"{why}; rebuilt from accepted version {found.version}, deciding from {at.isoformat()}"
-        )
-        record = quarantine(msg, UNDECODABLE_STATE, detail, at, found)
-        index.pending.append(decider.router.emit(record, partition))
-        index.pending.append(decider.state_output(partition, entry, now))
-    index.settle()
-    return index, read
+            index.put(key, entry)
+            self._counted()
+
+    # --- undecodable states -------------------------------------------------------------------
+    def rebuild_undecodable(self) -> None:
+        """Each key whose latest state does not decode: quarantined, and rebuilt as a new trigger
+        (deciding from ``now``) from its latest accepted definition when there is one."""
+        at = utc_datetime(self.now)
+        for key, (msg, why) in self.undecodable.items():
+            found = self.latest.get(key)
+            if found is None:
+                detail = f"{why}; no accepted definition to rebuild {key} from"
+                self._pend(quarantine(msg, UNDECODABLE_STATE, detail, at))
+                continue
+            entry = self.decider.restore(found, None, self.now)
+            self.index.put(key, entry)
+            detail = f"{why}; rebuilt from accepted version {found.version}, deciding from "
+            self._pend(quarantine(msg, UNDECODABLE_STATE, detail + at.isoformat(), at, found))
+            self.index.pending.append(self.decider.state_output(self.partition, entry, self.now))
+
+    def _pend(self, record: ev.Quarantined) -> None:
+        self.index.pending.append(self.decider.router.emit(record, self.partition))
+
+
+def _key(msg: InputRecord) -> str:
+    return (msg.key() or b"").decode(errors="replace")
 
 
 def _forget_flight(index: DueIndex, key: str) -> None:
