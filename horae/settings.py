@@ -553,6 +553,13 @@ class Settings(BaseSettings):
                 keys.setdefault(self.platform_key_id, self.platform_key)
         return self
 
+    def platform_signer(self) -> tuple[str, bytes]:
+        """The platform key's id and bytes, for what only the platform signs (tenant-wide
+        commands); ValueError when the platform key is unset."""
+        if self.platform_key is None or not self.platform_key.get_secret_value():
+            raise ValueError("HORAE_PLATFORM_KEY is not set: only the platform key may sign this")
+        return self.platform_key_id, self.platform_key.get_secret_value().encode()
+
     def tenant_key_bytes(self) -> TenantKeyBytes:
         """The tenants' definition keys as bytes (the platform key included, see above)."""
         return {

@@ -71,7 +71,6 @@ from horae.api.verification import (
     how_to_verify,
     matches,
 )
-from horae.cli.tenants import tenant_command
 from horae.contracts import events as ev
 from horae.contracts import signing
 from horae.contracts.codec import DecodeError, default_codec
@@ -861,7 +860,16 @@ class Service:
         kind = ev.CommandKind.PAUSE if asked.suspended else ev.CommandKind.RESUME
         reason = f"{principal.actor}: {asked.reason or ''}".strip(": ")
         try:
-            command = tenant_command(self.settings, tenant, kind, reason, self.clock())
+            key_id, key = self.settings.platform_signer()
+            command = signing.tenant_command(
+                tenant,
+                kind,
+                reason,
+                self.clock(),
+                key_id=key_id,
+                key=key,
+                ttl_s=self.settings.command_max_ttl_s,
+            )
         except ValueError as exc:
             raise ApiError(503, "Not configured", str(exc)) from None
         checked(command)

@@ -84,17 +84,9 @@ def tenant_command(
 ) -> ev.Command:
     """The platform-signed tenant-wide command (:func:`horae.contracts.signing.tenant_command`
     with the settings' platform key); ValueError when the platform key is unset."""
-    if settings.platform_key is None or not settings.platform_key.get_secret_value():
-        raise ValueError("HORAE_PLATFORM_KEY is not set: only the platform key may sign this")
-    key = settings.platform_key.get_secret_value().encode()
+    key_id, key = settings.platform_signer()
     return signing.tenant_command(
-        tenant,
-        kind,
-        reason,
-        now,
-        key_id=settings.platform_key_id,
-        key=key,
-        ttl_s=settings.command_max_ttl_s,
+        tenant, kind, reason, now, key_id=key_id, key=key, ttl_s=settings.command_max_ttl_s
     )
 
 

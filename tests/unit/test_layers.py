@@ -50,8 +50,6 @@ NAMES = ("time core", "contracts and ports", "settings", "adapters", "processes"
 PENDING: Mapping[tuple[str, str], str] = {
     ("horae.contracts.admin", "horae.kafka.admin"): "the name left for worker.py, bench/ and "
     "tests/acceptance/test_console.py: they import horae.kafka.admin, then the module goes",
-    ("horae.api", "horae.cli.tenants"): "horae.api calls "
-    "horae.contracts.signing.tenant_command with the settings' platform key instead",
 }
 
 

@@ -43,7 +43,6 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException
 
-from horae.contracts.admin import TenantTopics, admin_client
 from horae.contracts.grants import Grants
 from horae.contracts.ingress import TenantKeys
 from horae.contracts.quarantine import quarantine
@@ -51,6 +50,7 @@ from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
 from horae.domain.trigger import Limits
 from horae.failpoints import failpoint
+from horae.kafka.admin import TenantTopics, admin_client
 from horae.kafka.reader import KafkaPartitionReader
 from horae.kafka.txn import LOOP_DEADLINE_S, HangWatch, TransactionalProcessor, member_configs
 from horae.ports import (
@@ -146,7 +146,7 @@ class Planner:
     ) -> None:
         """``ensure_topics`` makes the events topics a newly accepted definition needs exist
         before anything is produced into them (default with Kafka:
-        :class:`~horae.contracts.admin.TenantTopics`; with a given ``txn``: not checked).
+        :class:`~horae.kafka.admin.TenantTopics`; with a given ``txn``: not checked).
         ``zones``: the time-zone database instants are computed with (default: the process's
         zoneinfo)."""
         self.config = config
