@@ -34,7 +34,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -828,23 +828,15 @@ class Service:
 
     # --- the routes' acts: platform -------------------------------------------------------
     def tenants(self) -> dict[str, Any]:
-        """Every tenant with a key, and its granted ceilings."""
+        """Every tenant with a key, and its whole grant (every field of
+        :class:`~horae.contracts.grants.TenantGrant`, the platform defaults filled in)."""
         grants = self.settings.grants()
-        items = []
-        for tenant in sorted(self.settings.tenant_keys):
-            g = grants.grant(tenant)
-            items.append(
-                {
-                    "tenant": tenant,
-                    "grant": {
-                        "horizon_max_s": g.horizon_max_s,
-                        "backfill_max_fires": g.backfill_max_fires,
-                        "dispatch_per_s": g.dispatch_per_s,
-                        "catchup_share": g.catchup_share,
-                    },
-                }
-            )
-        return {"items": items}
+        return {
+            "items": [
+                {"tenant": tenant, "grant": asdict(grants.grant(tenant))}
+                for tenant in sorted(self.settings.tenant_keys)
+            ]
+        }
 
     def known_tenant(self, tenant: str) -> None:
         """404 unless ``tenant`` has a key."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict, fields, replace
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -11,6 +12,8 @@ import pytest
 from horae.api.auth import TokenError, issue, verify
 from horae.contracts import events as ev
 from horae.contracts import signing
+from horae.contracts.grants import TenantGrant
+from horae.settings import TenantGrantSettings
 from tests.unit.api.support import KEYS, NOW, cron, make_api
 
 PROBLEM = "application/problem+json"
@@ -380,6 +383,15 @@ def test_horizon_within_the_ceiling() -> None:
     assert d.policies.horizon_s == 172_800 and d.role is ev.Role.POLICY
     above = api.client.post("/v1/schedules/nightly/horizon", json={"horizon_s": 172_801}, headers=p)
     assert above.status_code == 403 and "ceiling" in above.json()["detail"]
+
+
+def test_the_platform_lists_every_field_of_each_tenants_grant() -> None:
+    api = make_api()
+    items = api.client.get("/v1/admin/tenants", headers=api.headers("platform", "platform"))
+    acme = next(t["grant"] for t in items.json()["items"] if t["tenant"] == "acme")
+    assert acme == asdict(replace(TenantGrant(), horizon_max_s=172_800))  # max_concurrency too
+    # one grant: the settings' model names exactly the fields the grant has
+    assert set(TenantGrantSettings.model_fields) == {f.name for f in fields(TenantGrant)}
 
 
 def test_platform_suspends_a_tenant() -> None:
