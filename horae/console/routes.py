@@ -7,7 +7,8 @@ Contract:
   checks the role and the tenant, validates, and its problem+json is what the page shows. The reads
   that the API has no route for (a page's last runs, the morning-after list of what did not run, a
   schedule's earlier versions: :mod:`horae.console.versions`) read the API's own
-  :class:`~horae.api.ports.HistorySource` port for the token's tenant, after the API's
+  :class:`~horae.api.ports.HistorySource` port, and a webhook host's verification status the API's
+  own verification store (:func:`target_status`), for the token's tenant, after the API's
   :class:`~horae.api.auth.Verifier` verified the token and the ``read`` role was checked with
   :meth:`~horae.api.auth.Principal.may`, as the API's routes do.
 - **A control is shown only to a token whose roles allow its act** (``may``), and a request for
@@ -42,6 +43,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from horae.api import verification
 from horae.api.auth import Principal, TokenError
 from horae.api.schemas import REPORTED
 from horae.console import session, versions, words
@@ -707,15 +709,7 @@ DEFAULTS = {
 async def new(request: Request, who: Principal, api: Api) -> Response:
     form = {**DEFAULTS, "topic": f"events.{tenant_token(who.tenant)}"}
     return render(
-        request,
-        "create.html",
-        who=who,
-        form=form,
-        zones=zones(),
-        misfire=words.MISFIRE,
-        overlap=words.OVERLAP,
-        dst_gap=words.DST_GAP,
-        dst_repeat=words.DST_REPEAT,
+        request, "create.html", who=who, form=form, **await _form_context(request, who, None)
     )
 
 
@@ -755,12 +749,8 @@ async def create(request: Request, who: Principal, api: Api) -> Response:
             p.status,
             who,
             form={**DEFAULTS, **form},
-            zones=zones(),
             problem=p,
-            misfire=words.MISFIRE,
-            overlap=words.OVERLAP,
-            dst_gap=words.DST_GAP,
-            dst_repeat=words.DST_REPEAT,
+            **await _form_context(request, who, form.get("url")),
         )
     said = f"Created version {made['version']}"
     return _redirect(f"/console/schedules/{made['trigger_id']}?{session.flash(request, said)}")
@@ -830,13 +820,16 @@ def amended(trigger: dict[str, Any], form: dict[str, str], tenant: str) -> dict[
     return body
 
 
-def _form_context(who: Principal) -> dict[str, Any]:
+async def _form_context(request: Request, who: Principal, url: str | None) -> dict[str, Any]:
+    """What the create and edit forms show beside their fields: the zones, the policies'
+    meanings, the webhook URL's verification status (:func:`target_status`)."""
     return {
         "zones": zones(),
         "misfire": words.MISFIRE,
         "overlap": words.OVERLAP,
         "dst_gap": words.DST_GAP,
         "dst_repeat": words.DST_REPEAT,
+        "ts": await target_status(request, who, url),
     }
 
 
@@ -850,7 +843,7 @@ async def edit(request: Request, who: Principal, api: Api) -> Response:
         t=trigger,
         form=form_of(trigger),
         editing=True,
-        **_form_context(who),
+        **await _form_context(request, who, trigger["target"].get("url")),
     )
 
 
@@ -899,7 +892,7 @@ async def save_edit(request: Request, who: Principal, api: Api) -> Response:
             form={**form_of(trigger), **form},
             editing=True,
             problem=p,
-            **_form_context(who),
+            **await _form_context(request, who, form.get("url")),
         )
     said = f"Saved version {made['version']}"
     return _redirect(f"/console/schedules/{trigger_id}?{session.flash(request, said)}")
@@ -1040,6 +1033,53 @@ async def suspension(request: Request, who: Principal, api: Api) -> Response:
 
 
 # --- target verification -------------------------------------------------------------------
+async def target_status(request: Request, who: Principal, url: str | None) -> dict[str, Any]:
+    """Whether the host of webhook ``url`` is verified for the token's tenant, read from the
+    API's own verification store (the API has no route that answers it; ``read`` checked as
+    its routes check): ``state`` is ``none`` (no URL), ``invalid`` (not an http(s) URL with a
+    host), ``verified`` (with ``until``), ``expired`` (was, until ``until``) or ``unverified``;
+    ``required`` whether the API refuses a webhook schedule whose host is not verified
+    (``api.require_verified_targets``); ``challenge``: when a pending challenge for the host
+    expires."""
+    url = (url or "").strip()[:2048]
+    service = request.app.state.service
+    shown: dict[str, Any] = {
+        "state": "none",
+        "url": url,
+        "required": bool(service.settings.api.require_verified_targets),
+    }
+    if not url:
+        return shown
+    if not who.may(Role.READ):
+        raise Problem(403, "Forbidden", "needs role 'read'")
+    try:
+        host, _ = verification.host_of(url)
+    except ValueError as exc:
+        return {**shown, "state": "invalid", "detail": str(exc)}
+    store = service.verifications
+    until = await run_in_threadpool(store.verified_until, who.tenant, host)
+    made = await run_in_threadpool(store.challenge, who.tenant, host)
+    now = now_of(request)
+    state = "unverified" if until is None else "verified" if until > now else "expired"
+    pending = made is not None and made.expires_at > now
+    return {
+        **shown,
+        "state": state,
+        "host": host,
+        "until": until.astimezone(UTC).isoformat().replace("+00:00", "Z") if until else None,
+        "challenge": made.expires_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        if made is not None and pending
+        else None,
+    }
+
+
+@page("/console/target-status")
+async def target_status_fragment(request: Request, who: Principal, api: Api) -> Response:
+    """The verification status of the form's webhook URL, a fragment (as it is typed)."""
+    ts = await target_status(request, who, request.query_params.get("url"))
+    return render(request, "_target_status.html", who=who, ts=ts)
+
+
 @page("/console/targets")
 async def targets(request: Request, who: Principal, api: Api) -> Response:
     url = request.query_params.get("url", "")[:2048]

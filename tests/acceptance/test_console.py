@@ -25,11 +25,13 @@ import re
 import secrets
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ import psycopg
 import pytest
 
 from horae.api.auth import issue
+from horae.api.verification import expected_answer
 from horae.contracts.admin import delete_under
 from horae.contracts.events import Role
 from horae.devstack.stack import Endpoints
@@ -509,6 +512,101 @@ def test_the_morning_after_finds_every_missed_instant_with_its_cause(
     cells = rows.first.locator("td")
     expect(cells.nth(1)).to_have_text("skipped")
     expect(cells.nth(3)).to_have_text("skipped: misfire policy")
+
+
+class _Host(BaseHTTPRequestHandler):
+    """A tenant's webhook host: serves the answer to each challenge its server was told of."""
+
+    def do_GET(self) -> None:
+        answers: dict[str, str] = self.server.answers  # type: ignore[attr-defined]
+        body = answers.get(self.path, "").encode()
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:  # a delivery: taken
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *_: object) -> None:
+        return None
+
+
+@pytest.mark.timeout(300)
+def test_create_shows_whether_the_webhook_host_is_verified(console: Console, page: Page) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Host)
+    server.answers = {}  # type: ignore[attr-defined]
+    served = threading.Thread(target=server.serve_forever, daemon=True)
+    served.start()
+    host = f"127.0.0.1:{server.server_port}"
+    url = f"http://{host}/hook"
+    try:
+        sign_in(console, page, console.token(A, Role.AUTHOR))
+        page.goto(f"{console.url}/console/new")
+        status = page.locator("#target-status")
+        expect(status).to_contain_text("Type the webhook URL")
+        page.get_by_label("Target").select_option("webhook")
+        page.get_by_label("Webhook URL").fill(url)
+        page.get_by_label("Signing secret ref").fill("hook")
+        expect(status).to_contain_text(f"Host {host} is not verified for tenant {A}")
+        expect(status).to_contain_text("the API refuses a webhook schedule calling it. To verify")
+        expect(page.locator("#preview-table tbody tr")).to_have_count(10)  # a dry-run needs none
+        check(console, page, "create-unverified")
+
+        page.get_by_role("link", name=f"verify {host}").click()
+        expect(page.get_by_label("Webhook URL")).to_have_value(url)
+        page.get_by_role("button", name="Get a challenge").click()
+        challenge = page.locator("#challenge")
+        expect(challenge).to_contain_text("/.well-known/horae-verification/")
+        token = challenge.locator("code").first.inner_text().rsplit("/", 1)[1]
+        secrets_ = json.loads(console.env["HORAE_DISPATCHER_WEBHOOK_SECRETS"])[A]
+        server.answers[f"/.well-known/horae-verification/{token}"] = expected_answer(  # type: ignore[attr-defined]
+            secrets_["hook"], A, host, token
+        )
+        page.get_by_role("button", name="Check now").click()
+        expect(page.locator("#checked")).to_contain_text(f"{host}: verified")
+
+        page.goto(f"{console.url}/console/new")
+        page.get_by_label("Id", exact=True).fill("hooked")
+        page.get_by_label("Cron").fill("0 9 * * 1-5")
+        page.get_by_label("Target").select_option("webhook")
+        page.get_by_label("Webhook URL").fill(url)
+        page.get_by_label("Signing secret ref").fill("hook")
+        expect(status).to_contain_text(f"Host {host} is verified for tenant {A} until")
+        expect(page.locator("#preview-table tbody tr")).to_have_count(10)
+        check(console, page, "create-verified")
+        page.get_by_role("button", name="Save").click()
+        expect(page.locator("[role=status]")).to_contain_text("Created version 1")
+
+        page.get_by_role("link", name="Run now").click()  # a manual fire, delivered to the host
+        page.get_by_role("button", name="Run now").click()
+        notice = page.locator("[role=status]")
+        expect(notice).to_contain_text("Run now: requested (command")
+        said = re.search(r"fire (\S+)\)", notice.inner_text())
+        assert said is not None, notice.inner_text()
+        page.goto(f"{console.url}/console/fires/{said[1]}")
+        attempts = page.locator("#attempts tbody tr")
+        attempt = attempts.first
+
+        def delivered() -> bool:  # once the projector has the fire and its attempt
+            page.reload()
+            return attempts.count() > 0 and "204" in attempt.inner_text()
+
+        wait_until(delivered, timeout_s=120, interval_s=1, message=console.tail)
+        cells = attempt.locator("td")
+        expect(cells.nth(0)).to_have_text("1")
+        expect(cells.nth(2)).to_have_text("204")
+        expect(cells.nth(3)).to_have_text("2xx")
+        expect(cells.nth(4)).to_have_text("manual")
+        check(console, page, "fire-attempts")
+        page.goto(f"{console.url}/console/schedules/hooked/confirm?act=delete")
+        page.get_by_role("button", name="Delete").click()
+    finally:
+        server.shutdown()
+        server.server_close()
+        served.join(10)
 
 
 @pytest.mark.timeout(120)
