@@ -13,6 +13,8 @@ from enum import Enum
 from functools import cache
 from typing import Any
 
+from horae.contracts.events import ENUM_DEFAULTS
+
 NAMESPACE = "horae.events"
 TIMESTAMP_MICROS: dict[str, str] = {"type": "long", "logicalType": "timestamp-micros"}
 
@@ -183,7 +185,9 @@ def _schema(tp: Any, defined: set[str]) -> Any:
             return full
         defined.add(full)
         if issubclass(tp, Enum):
-            return {"type": "enum", "name": tp.__name__, "symbols": [e.value for e in tp]}
+            symbols = [e.value for e in tp]
+            default = ENUM_DEFAULTS[tp].value
+            return {"type": "enum", "name": tp.__name__, "symbols": symbols, "default": default}
         fields = []
         for f in dataclasses.fields(tp):
             entry: dict[str, Any] = {"name": f.name, "type": _schema(hints(tp)[f.name], defined)}

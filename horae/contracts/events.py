@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
+from enum import Enum, StrEnum
 
 from horae.contracts._fast_init import event
 from horae.domain.keys import Origin as Origin
@@ -151,6 +151,29 @@ class ScheduleEventType(StrEnum):
     COMPLETED = "schedule.completed"  # no instant left (past its end, or its last ``at``)
     RECOMPUTED = "schedule.recomputed"  # a new tzdata release moved the next instant
     REPLACED = "schedule.replaced"  # a fire replaced by a newer one (overlap ``replace``)
+
+
+#: Each enum's Avro ``default`` (since v5): the symbol a reader decodes a symbol it does not know
+#: as (Avro schema resolution), so a later release may add a symbol without breaking the readers
+#: deployed from v5 on. Each is the fallback whose mistake is the safest: it never calls out,
+#: fires, grants or claims more than the record's writer meant (reasons: docs/contracts.md,
+#: "Enum defaults"). A new enum needs an entry here (``schema_of`` refuses one without).
+ENUM_DEFAULTS: Mapping[type[Enum], StrEnum] = {
+    DefinitionState: DefinitionState.PAUSED,  # kept, never fired, resumable; not dropped
+    RecurrenceKind: RecurrenceKind.AT,  # fires only at the listed instants: a new kind lists none
+    DstGap: DstGap.SHIFT,  # the field's default: the fire is kept, an hour later
+    DstRepeat: DstRepeat.FIRST,  # the field's default: once, never twice
+    Misfire: Misfire.FIRE_ONCE,  # the field's default: neither a flood nor a silent drop
+    Overlap: Overlap.BUFFER_ONE,  # never two at once, and the latest fire is kept
+    TargetKind: TargetKind.EVENT,  # no outbound call: the fire goes to the tenant's own topic
+    Role: Role.READ,  # least privilege
+    Lane: Lane.BACKFILL,  # the lowest tier: delivered, never ahead of on-time work
+    FireState: FireState.SKIPPED,  # decided (never decided again), claims no hand-over
+    CommandKind: CommandKind.PAUSE,  # its mistake is silence, reversible; never a fire
+    TransportResult: TransportResult.UNKNOWN,  # literally: this reader cannot tell
+    OutcomeState: OutcomeState.EXHAUSTED,  # terminal and dead-lettered, as WorkOutcome.unknown
+    Origin: Origin.MANUAL,  # an act off the schedule, never taken for a scheduled instant
+}
 
 
 # --- building blocks -----------------------------------------------------------------------

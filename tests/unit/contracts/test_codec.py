@@ -38,8 +38,9 @@ def test_minimal_definition_round_trips_with_defaults() -> None:
 
 def test_schema_ids_are_stable() -> None:
     ids = {type(e).__name__: struct.unpack(">I", encode(e)[1:5])[0] for e in all_samples()}
-    assert ids["TriggerDefinition"] == 15  # v3; v1 (id 1) and v2 (id 11) data still decode
-    assert ids["AuditEntry"] == 10
+    assert ids["TriggerDefinition"] == 23  # v5; v1 (1), v2 (11) and v3 (15) data still decode
+    assert ids["AuditEntry"] == 31  # v5; v1 (10) data still decodes
+    assert ids["Quarantined"] == 9  # no enum: no v5
     assert len(set(ids.values())) == len(ids)
 
 
