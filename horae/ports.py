@@ -135,14 +135,25 @@ class TransactionFailed(RuntimeError):
     whatever state it derived from records consumed since then."""
 
 
+class Fenced(TransactionFailed):
+    """A batch was not committed because a newer member with the same transactional id (the
+    same worker slot, restarted) fenced this one. Nothing of the batch is visible; the member is
+    not rewound and can no longer commit (every later :meth:`TransactionalLog.commit` raises
+    :class:`Fenced` again): its owner stops and closes it. The newer member owns the slot."""
+
+
 class TransactionalLog(Protocol):
     """A consumer-group member and its transactional producer: consume, then commit the records
     produced and the input offsets consumed in ONE transaction (consume-transform-produce, KIP-447).
 
     Partitions are assigned to the member by the group; ``on_assign`` / ``on_revoke`` (given to
     :meth:`subscribe`) run inside :meth:`consume`, between batches, with the partitions as
-    ``(topic, partition)`` pairs. A member whose partitions were revoked (or that was fenced by a
-    newer member with the same transactional id) can no longer commit.
+    ``(topic, partition)`` pairs. After a rebalance every owned partition is read again from its
+    last committed offset (what was read of it and not committed is read again, by this member or
+    by the partition's new owner), and a revoked partition is no longer among :meth:`positions`.
+    A member fenced by a newer member with the same transactional id can no longer commit
+    (:class:`Fenced`). Records of aborted transactions are never read (read_committed), and keep
+    their offsets: a later record's offset lies past them.
     """
 
     def subscribe(
@@ -179,6 +190,14 @@ class TransactionalLog(Protocol):
         ambiguous timeout — replaces it, which aborts what the old one left open), rewinds every
         owned partition to its last committed offset (:meth:`rewind`), and raises
         :class:`TransactionFailed`. The caller then continues consuming from there.
+
+        A member fenced by a newer one with the same transactional id raises :class:`Fenced`
+        instead, without a rewind or a new producer (a new one would fence the newer member in
+        turn): it can no longer commit.
+
+        ``next_offsets`` are those of owned partitions (:meth:`positions` after the batch): after
+        a revocation the records read of a revoked partition are the new owner's to commit; it
+        reads them again from the last committed offset.
         """
 
     def rewind(self) -> None:

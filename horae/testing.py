@@ -5,9 +5,11 @@ over the real adapters), in plain Python, with time moved by hand:
 
 - :class:`InMemoryLog` — topics of partitions held as lists, one consumer-group member whose
   transactions append the records produced and commit the offsets together; a failed commit
-  leaves nothing, rewinds the member and raises :class:`~horae.ports.TransactionFailed`. Faults
-  are injected with :meth:`InMemoryLog.fail_next_commit` (or by producing to a partition that
-  does not exist, as on Kafka);
+  leaves nothing visible (its records keep their offsets, unread, as on Kafka), rewinds the
+  member and raises :class:`~horae.ports.TransactionFailed`. Faults are injected with
+  :meth:`InMemoryLog.fail_next_commit` (or by producing to a partition that does not exist, as
+  on Kafka); :meth:`InMemoryLog.member` adds members to the group (a revocation) or fences one
+  (the same transactional id);
 - :class:`InMemoryReader` — reads a partition of an :class:`InMemoryLog`;
 - :class:`InMemoryStore` — read-model rows and offsets of the projector's batches;
 - :class:`VirtualClock` and :class:`VirtualBrokerClock` — wall and monotonic time that move only
@@ -27,6 +29,7 @@ from horae.domain.trigger import TriggerSpec
 from horae.outbound.results import AttemptResult, SendResult
 from horae.ports import (
     Emit,
+    Fenced,
     Headers,
     Offsets,
     Record,
@@ -42,19 +45,51 @@ def _no_callback(_: Sequence[TopicPartitionKey]) -> None:
     return None
 
 
+class _Group:
+    """What the members of one :class:`InMemoryLog` share: the group's members in join order
+    and each transactional id's producer epoch."""
+
+    def __init__(self) -> None:
+        self.members: list[InMemoryLog] = []
+        self.epochs: dict[str, int] = {}
+
+
+class _Aborted(Record):
+    """A record of an aborted transaction (or the marker closing one): it keeps its offset, as on
+    Kafka, and no read_committed read returns it."""
+
+    __slots__ = ()
+
+
+def _visible(records: Sequence[Record]) -> list[Record]:
+    return [r for r in records if not isinstance(r, _Aborted)]
+
+
 class InMemoryLog:
     """Topics, and one group member's transactional view of them (a :class:`TransactionalLog`).
 
     :meth:`create_topic` and :meth:`produce` stand for the outside world (topics created by the
     operator, records produced by tenants); everything the member commits is appended at commit
-    time, so every stored record is committed. The member owns every partition of the topics it
-    subscribed to; :meth:`consume` first reports a new assignment through ``on_assign``.
+    time, so every stored record is committed, except those of aborted transactions
+    (:meth:`produce_aborted`, and what a failed commit had produced), which keep their offsets
+    and are never read. :meth:`member` adds another member to the same group (one at a time
+    otherwise): the partitions of each topic are split among the subscribed members in join
+    order (range assignment), each member taking its share at its next :meth:`consume`, every
+    owned partition read again from its committed offset. A member built with the
+    ``transactional_id`` of an earlier one fences it (its commits raise
+    :class:`~horae.ports.Fenced`) and takes its place in the group, as a restarted worker slot.
     """
 
-    def __init__(self, on_rewind: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, on_rewind: Callable[[], None] = lambda: None, *, _shared: InMemoryLog | None = None
+    ) -> None:
         """``on_rewind`` (settable later) is the owner's callback after a rewind."""
         self.partitions: dict[str, list[list[Record]]] = {}
         self.committed: dict[TopicPartitionKey, int] = {}
+        self._group = _Group()
+        if _shared is not None:  # another member of the same log and group
+            self.partitions, self.committed = _shared.partitions, _shared.committed
+            self._group = _shared._group
         self.commits = 0
         self.aborts = 0
         self.on_rewind = on_rewind
@@ -64,6 +99,23 @@ class InMemoryLog:
         self._assigned: list[TopicPartitionKey] = []
         self._positions: dict[TopicPartitionKey, int] = {}
         self._faults: list[str] = []
+        self._transactional_id: str | None = None
+        self._epoch = 0
+
+    def member(
+        self, on_rewind: Callable[[], None] = lambda: None, transactional_id: str | None = None
+    ) -> InMemoryLog:
+        """Another member of this log's group. One with the ``transactional_id`` of an earlier
+        member fences that one and replaces it in the group."""
+        other = InMemoryLog(on_rewind, _shared=self)
+        if transactional_id is not None:
+            other._transactional_id = transactional_id
+            other._epoch = self._group.epochs.get(transactional_id, 0) + 1
+            self._group.epochs[transactional_id] = other._epoch
+            self._group.members = [
+                m for m in self._group.members if m._transactional_id != transactional_id
+            ]
+        return other
 
     # --- the outside world ---------------------------------------------------------------
     def create_topic(self, name: str, partitions: int) -> None:
@@ -77,19 +129,29 @@ class InMemoryLog:
         value: bytes | None,
         partition: int | None = None,
         headers: Headers | None = None,
+        *,
+        _kind: type[Record] = Record,
     ) -> Record:
         """Append one record outside any transaction (what a tenant's producer does)."""
         parts = self.partitions[topic]
         if partition is None:
             partition = zlib.crc32(key or b"") % len(parts)
         log = parts[partition]
-        record = Record(topic, partition, len(log), key, value, headers)
+        record = _kind(topic, partition, len(log), key, value, headers)
         log.append(record)
         return record
 
+    def produce_aborted(
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
+    ) -> None:
+        """Append one record of a transaction that is then aborted (another producer's): the
+        record and the abort marker take an offset each, and nothing reads them."""
+        record = self.produce(topic, key, value, partition, _kind=_Aborted)
+        self.produce(topic, None, None, record.partition(), _kind=_Aborted)
+
     def records(self, topic: str) -> list[Record]:
-        """Every record of ``topic``, partition by partition."""
-        return [r for part in self.partitions.get(topic, []) for r in part]
+        """Every committed record of ``topic``, partition by partition."""
+        return [r for part in self.partitions.get(topic, []) for r in _visible(part)]
 
     def fail_next_commit(self, reason: str = "injected fault") -> None:
         """Make the next :meth:`commit` fail (as an abortable Kafka error would)."""
@@ -105,14 +167,32 @@ class InMemoryLog:
     ) -> None:
         self._topics = list(topics)
         self._on_assign, self._on_revoke = on_assign, on_revoke
+        if self not in self._group.members:
+            self._group.members.append(self)
 
     def unsubscribe(self) -> None:
         self._topics = []
         self._assigned = []
         self._positions.clear()
+        if self in self._group.members:
+            self._group.members.remove(self)
+
+    def _share(self) -> list[TopicPartitionKey]:
+        """This member's partitions under range assignment over the group's members."""
+        wanted: list[TopicPartitionKey] = []
+        for topic in self._topics:
+            count = len(self.partitions.get(topic, []))
+            members = [m for m in self._group.members if topic in m._topics]
+            if self not in members:
+                continue
+            per, extra = divmod(count, len(members))
+            i = members.index(self)
+            first = i * per + min(i, extra)
+            wanted += [(topic, p) for p in range(first, first + per + (i < extra))]
+        return wanted
 
     def _rebalance(self) -> None:
-        wanted = [(t, p) for t in self._topics for p in range(len(self.partitions.get(t, [])))]
+        wanted = self._share()
         if wanted == self._assigned:
             return
         gone = [tp for tp in self._assigned if tp not in wanted]
@@ -127,10 +207,12 @@ class InMemoryLog:
         out: list[Record] = []
         for tp in self._assigned:
             log = self.partitions[tp[0]][tp[1]]
-            start = self._positions[tp]
-            taken = log[start : start + max_records - len(out)]
-            out += taken
-            self._positions[tp] = start + len(taken)
+            end = self._positions[tp]
+            while end < len(log) and len(out) < max_records:
+                if not isinstance(log[end], _Aborted):
+                    out.append(log[end])
+                end += 1
+            self._positions[tp] = end
             if len(out) >= max_records:
                 break
         return out
@@ -142,11 +224,16 @@ class InMemoryLog:
         return dict(self._positions)
 
     def commit(self, records: Sequence[Emit], next_offsets: Offsets) -> None:
+        tid = self._transactional_id
+        if tid is not None and self._group.epochs.get(tid) != self._epoch:
+            self.aborts += 1
+            raise Fenced(f"transactional id {tid} was taken by a newer member")
         fault = self._faults.pop(0) if self._faults else None
         if fault is None:
             fault = next((self._misplaced(r) for r in records if self._misplaced(r)), None)
         if fault is not None:
             self.aborts += 1
+            self._abort(records)
             self.rewind()
             raise TransactionFailed(fault)
         for r in records:
@@ -154,6 +241,16 @@ class InMemoryLog:
         for tp, offset in next_offsets.items():
             self.committed[tp] = offset
         self.commits += 1
+
+    def _abort(self, records: Sequence[Emit]) -> None:
+        """What an aborted transaction leaves: its records, each partition's marker, unread."""
+        touched: set[TopicPartitionKey] = set()
+        for r in records:
+            if self._misplaced(r) is None:
+                record = self.produce(r.topic, r.key, None, r.partition, _kind=_Aborted)
+                touched.add((r.topic, record.partition()))
+        for topic, partition in sorted(touched):
+            self.produce(topic, None, None, partition, _kind=_Aborted)
 
     def _misplaced(self, r: Emit) -> str | None:
         parts = self.partitions.get(r.topic)
@@ -186,7 +283,7 @@ class InMemoryReader:
             return iter(())
         records = parts[partition]
         end = len(records) if stop is None else min(stop, len(records))
-        return iter(records[start:end])
+        return iter(_visible(records[start:end]))
 
     def end(self, topic: str, partition: int) -> int:
         parts = self.log.partitions.get(topic)

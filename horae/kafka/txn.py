@@ -11,8 +11,12 @@ Errors, following librdkafka's transactions example (docs/local-stack.md, transa
 - abortable (``txn_requires_abort``): abort, then seek every assigned partition back to its
   committed offset (an abort does not rewind the consumer) and let the caller rebuild its state;
 - retriable on commit: retry the commit;
-- fatal (fenced) or ambiguous (timeout on commit/offsets): destroy the producer, create a new one
-  (``init_transactions`` fences and aborts what the old one left open) and rewind as above;
+- fenced (a newer producer initialised the same ``transactional.id``: the slot was restarted):
+  :class:`~horae.ports.Fenced`, no new producer (it would fence the newer member in turn) and no
+  rewind; every later commit raises it again and the owner stops;
+- other fatal or ambiguous errors (timeout on commit/offsets): destroy the producer, create a
+  new one (``init_transactions`` fences and aborts what the old one left open) and rewind as
+  above;
 - a call that never returns (librdkafka's ``send_offsets_to_transaction`` does not check its
   timeout while the group coordinator is unreachable, so a broker outage in the middle of it
   blocks it for good): :class:`HangWatch` ends the process for its supervisor to restart.
@@ -41,7 +45,7 @@ from horae.contracts.topics import PRODUCER_DEFAULTS
 from horae.failpoints import failpoint
 from horae.kafka.config import client_config
 from horae.kafka.reader import Seekable, seek_to_committed
-from horae.ports import Emit, Offsets, TopicPartitionKey, TransactionFailed
+from horae.ports import Emit, Fenced, Offsets, TopicPartitionKey, TransactionFailed
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +211,7 @@ __all__ = [
     "EXIT_HUNG",
     "HANG_DEADLINE_S",
     "LOOP_DEADLINE_S",
+    "Fenced",
     "GroupMember",
     "HangWatch",
     "TransactionFailed",
@@ -238,6 +243,17 @@ class GroupMember(Seekable, Protocol):
     def consumer_group_metadata(self) -> Any: ...
 
 
+#: what a producer whose transactional id a newer producer took is told
+_FENCED = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+
+
+def is_fenced(err: KafkaError | None) -> bool:
+    """The producer was fenced: a newer one initialised the same ``transactional.id``."""
+    return err is not None and err.code() in _FENCED
+
+
 def _kafka_error(exc: KafkaException) -> KafkaError | None:
     err = exc.args[0] if exc.args else None
     return err if isinstance(err, KafkaError) else None
@@ -265,6 +281,7 @@ class TransactionalProcessor:
         self._on_rewind = on_rewind
         self.aborts = 0
         self._closed = False
+        self._fenced = False  # a newer member took the transactional id: no commit any more
         self.producer_restarts = 0
         self.producer = self._new_producer()
 
@@ -276,8 +293,10 @@ class TransactionalProcessor:
 
     def close(self) -> None:
         """Flush the producer, then leave the group and close the consumer when it is a
-        ``Consumer`` (it then consumed through this processor). Idempotent."""
-        self.producer.flush(10)
+        ``Consumer`` (it then consumed through this processor). Idempotent. A fenced producer
+        has nothing to flush (its flush raises the fence again)."""
+        if not self._fenced:
+            self.producer.flush(10)
         if isinstance(self.consumer, Consumer) and not self._closed:
             self._closed = True
             leave_group(self.consumer)
@@ -346,6 +365,9 @@ class TransactionalProcessor:
 
         Raises :class:`TransactionFailed` after aborting and rewinding when it could not commit.
         """
+        if self._fenced:
+            self.aborts += 1
+            raise Fenced("this member was fenced: a newer one has its transactional id")
         if isinstance(next_offsets, Mapping):
             offsets = [TopicPartition(t, p, o) for (t, p), o in next_offsets.items()]
         else:
@@ -365,6 +387,10 @@ class TransactionalProcessor:
             self._commit_with_retries()
             failpoint("after_commit")
         except KafkaException as exc:
+            if self._fenced or is_fenced(_kafka_error(exc)):
+                self._fenced = True
+                self.aborts += 1
+                raise Fenced(str(exc)) from exc
             self._recover(exc)
             raise TransactionFailed(str(exc)) from exc
 

@@ -54,7 +54,7 @@ from horae.kafka.txn import (
     leave_group,
     member_configs,
 )
-from horae.ports import SYSTEM_CLOCK, Clock, Emit
+from horae.ports import SYSTEM_CLOCK, Clock, Emit, Fenced
 from horae.streams.dispatcher.breaker import Breaker, trip_outputs
 from horae.streams.dispatcher.conclude import Conclusion
 from horae.streams.dispatcher.config import DispatcherConfig
@@ -166,7 +166,8 @@ class Pump:
         self._paused: set[TP] = set()
         self.stop = threading.Event()
         self.watch = HangWatch(LOOP_DEADLINE_S)  # both threads beat; stuck: the process ends
-        self.failed: KafkaException | None = None  # why the consumer thread stopped by itself
+        #: why the Kafka threads stopped by themselves (a fatal consumer error, fenced)
+        self.failed: KafkaException | Fenced | None = None
         self._threads: list[threading.Thread] = []
 
     # --- the loop side's interface -----------------------------------------------------------
@@ -317,6 +318,11 @@ class Pump:
         offsets = [TopicPartition(t, p, point) for (t, p), (point, _) in points.items()]
         try:
             self.txn.commit(records, offsets)
+        except Fenced as exc:  # a newer dispatcher of this slot: no commit is possible any more
+            log.error("fenced by a newer dispatcher of this slot: stopping")
+            self.failed = exc
+            self.stop.set()
+            return
         except TransactionFailed as exc:
             self.metrics.aborts.inc()
             log.warning("transaction aborted; lanes rewound to their commit points: %s", exc)

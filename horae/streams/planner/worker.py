@@ -58,6 +58,7 @@ from horae.ports import (
     SYSTEM_ZONES,
     Clock,
     Emit,
+    Fenced,
     InputRecord,
     PartitionReader,
     TopicPartitionKey,
@@ -528,6 +529,9 @@ class Planner:
                 offsets[tp] = min(offsets.get(tp, offset), offset)
         try:
             self.txn.commit(outputs, offsets)
+        except Fenced:
+            log.error("fenced by a newer planner of this slot: stopping")
+            raise  # no commit is possible any more: the process exits
         except TransactionFailed as exc:
             self.metrics.transaction_aborts.inc()
             log.warning("transaction aborted, state rebuilt from Kafka: %s", exc)

@@ -49,9 +49,14 @@ class TestKafkaLog(TransactionalLogContract):
             future.result(timeout=30)
         producer = Producer(client_config(kafka_bootstrap, {"enable.idempotence": True}))
 
-        def member(on_rewind: Callable[[], None]) -> TransactionalProcessor:
+        aborter = Producer(
+            client_config(kafka_bootstrap, {"transactional.id": f"{topic_prefix}aborter"})
+        )
+        aborter.init_transactions(30)
+
+        def member(on_rewind: Callable[[], None], slot: str) -> TransactionalProcessor:
             consumer_config, producer_config = member_configs(
-                kafka_bootstrap, f"{topic_prefix}group", "a", 6000,
+                kafka_bootstrap, f"{topic_prefix}group", slot, 6000,
                 min_poll_interval_ms=30_000, linger_ms=5,
             )  # fmt: skip
             return TransactionalProcessor(Consumer(consumer_config), producer_config, on_rewind)
@@ -60,7 +65,13 @@ class TestKafkaLog(TransactionalLogContract):
             producer.produce(topic, value, key, partition)
             producer.flush(30)
 
-        yield LogRig(topics, member, KafkaPartitionReader(kafka_bootstrap), produce)
+        def abort(topic: str, key: bytes, value: bytes, partition: int) -> None:
+            aborter.begin_transaction()
+            aborter.produce(topic, value, key, partition)
+            aborter.flush(30)
+            aborter.abort_transaction(30)
+
+        yield LogRig(topics, member, KafkaPartitionReader(kafka_bootstrap), produce, abort)
 
 
 class TestPostgresStore(ReadModelStoreContract):

@@ -23,11 +23,13 @@ from horae.outbound.results import Outcome, SendResult
 from horae.ports import (
     Clock,
     Emit,
+    Fenced,
     HttpSender,
     InputRecord,
     PartitionReader,
     ReadModelStore,
     Resolver,
+    TopicPartitionKey,
     TransactionalLog,
     TransactionFailed,
     ZoneSource,
@@ -39,19 +41,23 @@ IN, OUT = "in", "out"  # suffixes of the two topics a log rig creates (2 partiti
 
 @dataclass
 class LogRig:
-    """A log adapter under test: ``member(on_rewind)`` builds a group member (a new one after
-    the previous was closed), ``produce`` writes input outside any transaction, ``wait`` calls
-    ``consume`` until ``n`` records came (bounded)."""
+    """A log adapter under test: ``member(on_rewind, slot)`` builds a group member (``slot``
+    names its static membership and transactional id: a member of a slot taken before fences the
+    earlier one), ``produce`` writes input outside any transaction, ``abort`` writes one record
+    in a transaction another producer then aborts; ``take`` calls ``consume`` until ``n`` records
+    came (bounded)."""
 
     topics: dict[str, str]
-    member: Callable[[Callable[[], None]], TransactionalLog]
+    member: Callable[[Callable[[], None], str], TransactionalLog]
     reader: PartitionReader
     produce: Callable[[str, bytes, bytes, int], None]
+    abort: Callable[[str, bytes, bytes, int], None]
     rewinds: list[int] = field(default_factory=list)
+    revoked: list[TopicPartitionKey] = field(default_factory=list)
 
-    def join(self) -> TransactionalLog:
-        log = self.member(lambda: self.rewinds.append(1))
-        log.subscribe([self.topics[IN]], lambda _: None, lambda _: None)
+    def join(self, slot: str = "a", topic: str = IN) -> TransactionalLog:
+        log = self.member(lambda: self.rewinds.append(1), slot)
+        log.subscribe([self.topics[topic]], lambda _: None, self.revoked.extend)
         return log
 
     @staticmethod
@@ -107,6 +113,91 @@ class TransactionalLogContract:
             assert [r.value() for r in rig.reader.read(rig.topics[OUT], 0)] == [b"lost"]
         finally:
             log.close()
+
+    def test_a_partition_revoked_mid_batch_is_read_again_from_its_commit_by_its_new_owner(
+        self, rig: LogRig
+    ) -> None:
+        topic = rig.topics[IN]
+        for p in (0, 1):
+            for i in range(2):
+                rig.produce(topic, b"k", b"p%d-%d" % (p, i), p)
+        first = rig.join("a")
+        assert len(rig.take(first, 4)) == 4, "the whole batch read, nothing committed"
+        second = rig.join("b")
+        try:
+            by_first: list[InputRecord] = []
+            by_second: list[InputRecord] = []
+            for _ in range(120):  # both poll: a rebalance ends once every member rejoined
+                by_first += first.consume(10, 0.25)
+                by_second += second.consume(10, 0.25)
+                owners = len(first.assignment()) == len(second.assignment()) == 1
+                if owners and len(by_first) >= 2 and len(by_second) >= 2:
+                    break
+            [kept], [moved] = first.assignment(), second.assignment()
+            assert moved in rig.revoked, "the owner was told"
+            assert moved not in first.positions(), "a revoked partition is not committed"
+            assert [(r.partition(), r.offset()) for r in by_second] == [
+                (moved[1], 0),
+                (moved[1], 1),
+            ], "the new owner reads what the first read of it, from the committed offset"
+            assert first.positions()[kept] == 2
+            assert [r.offset() for r in by_first] == [0, 1], "the kept partition is read again"
+            first.commit([Emit(rig.topics[OUT], b"k", b"first", 0)], first.positions())
+            second.commit([], {moved: 1})
+        finally:
+            first.close()
+            second.close()
+        rig.produce(topic, b"k", b"later", moved[1])
+        again = rig.join("a")
+        try:
+            got = rig.take(again, 2)
+            assert sorted((r.partition(), r.offset()) for r in got) == sorted(
+                [(moved[1], 1), (moved[1], 2)]
+            ), "each partition resumes after its own owner's commit"
+        finally:
+            again.close()
+
+    def test_a_member_fenced_by_a_newer_one_of_its_slot_can_no_longer_commit(
+        self, rig: LogRig
+    ) -> None:
+        rig.produce(rig.topics[IN], b"k", b"v", 0)
+        zombie = rig.join("a")
+        assert len(rig.take(zombie, 1)) == 1
+        newer = rig.join("a")  # the slot restarted: its transactional id fences the zombie
+        try:
+            zombie_out = Emit(rig.topics[OUT], b"k", b"zombie", 0)
+            with pytest.raises(Fenced):
+                zombie.commit([zombie_out], zombie.positions())
+            with pytest.raises(Fenced):
+                zombie.commit([zombie_out], {})
+            assert rig.rewinds == [], "a fenced member is not rewound"
+            assert [r.value() for r in rig.take(newer, 1)] == [b"v"]
+            newer.commit([Emit(rig.topics[OUT], b"k", b"newer", 0)], newer.positions())
+            assert [r.value() for r in rig.reader.read(rig.topics[OUT], 0)] == [b"newer"]
+        finally:
+            zombie.close()
+            newer.close()
+
+    def test_aborted_records_stay_invisible_and_keep_their_offsets(self, rig: LogRig) -> None:
+        out = rig.topics[OUT]
+        rig.abort(out, b"k", b"aborted", 0)
+        after_abort = rig.reader.end(out, 0)
+        assert after_abort > 0, "an aborted record keeps its offset"
+        assert list(rig.reader.read(out, 0)) == []
+        rig.produce(out, b"k", b"kept", 0)
+        rig.abort(out, b"k", b"aborted again", 0)
+        read = list(rig.reader.read(out, 0))
+        assert [r.value() for r in read] == [b"kept"]
+        assert (read[0].offset() or 0) >= after_abort
+        assert rig.reader.end(out, 0) > (read[0].offset() or 0) + 1
+        member = rig.join(topic=OUT)
+        try:
+            consumed = rig.take(member, 1)
+            assert [r.value() for r in consumed] == [b"kept"], "read_committed"
+            assert member.consume(10, 0.5) == []
+            assert member.positions()[(out, 0)] > (consumed[0].offset() or 0)
+        finally:
+            member.close()
 
     def test_the_reader_reads_a_range_and_nothing_of_a_missing_partition(self, rig: LogRig) -> None:
         for i in range(5):

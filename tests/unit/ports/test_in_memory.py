@@ -45,14 +45,16 @@ class TestInMemoryLog(TransactionalLogContract):
         for name in topics.values():
             shared.create_topic(name, 2)
 
-        def member(on_rewind: Callable[[], None]) -> InMemoryLog:
-            shared.on_rewind = on_rewind  # one member at a time, over the same topics
-            return shared
+        def member(on_rewind: Callable[[], None], slot: str) -> InMemoryLog:
+            return shared.member(on_rewind, transactional_id=slot)
 
         def produce(topic: str, key: bytes, value: bytes, partition: int) -> None:
             shared.produce(topic, key, value, partition)
 
-        return LogRig(topics, member, InMemoryReader(shared), produce)
+        def abort(topic: str, key: bytes, value: bytes, partition: int) -> None:
+            shared.produce_aborted(topic, key, value, partition)
+
+        return LogRig(topics, member, InMemoryReader(shared), produce, abort)
 
 
 class TestInMemoryStore(ReadModelStoreContract):
