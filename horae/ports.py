@@ -1,7 +1,8 @@
 """The ports of Horae: what the decision cores need from the outside world, and nothing more.
 
 Each port is a :class:`typing.Protocol`; its docstrings are the contract an adapter must keep.
-The real adapters live next to the I/O they wrap (:mod:`horae.kafka.txn`, :mod:`horae.kafka.reader`,
+The real adapters live next to the I/O they wrap (:mod:`horae.kafka.txn`,
+:mod:`horae.kafka.consumer`, :mod:`horae.kafka.reader`,
 :mod:`horae.projections.store`, :mod:`horae.outbound.http_sender`); the in-memory twins live in
 :mod:`horae.testing`, and one contract suite per port (``tests/unit/ports``, with the real
 adapters under ``tests/integration/ports``) runs over both.
@@ -16,7 +17,8 @@ Value types:
   synthetic loads): topic name, key and value bytes, partition (None: by key), headers. Built from
   an event by :class:`horae.contracts.routing.Router`, which owns the one routing table
   (event type → topic, key).
-- :class:`Record` — a plain :class:`InputRecord` (in-memory logs, tests).
+- :class:`Record` — a plain :class:`InputRecord` and :class:`ConsumedRecord` (in-memory logs,
+  tests).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class InputRecord(Protocol):
 class Record:
     """A plain :class:`InputRecord` (what the in-memory adapters store and hand out)."""
 
-    __slots__ = ("_headers", "_key", "_offset", "_partition", "_topic", "_value")
+    __slots__ = ("_headers", "_key", "_offset", "_partition", "_timestamp_ms", "_topic", "_value")
 
     def __init__(
         self,
@@ -83,7 +85,9 @@ class Record:
         key: bytes | None,
         value: bytes | None,
         headers: Headers | None = None,
+        timestamp_ms: int = 0,
     ) -> None:
+        self._timestamp_ms = timestamp_ms
         self._topic = topic
         self._partition = partition
         self._offset = offset
@@ -108,6 +112,10 @@ class Record:
 
     def headers(self) -> Headers | None:
         return self._headers
+
+    def timestamp(self) -> tuple[int, int]:
+        """``(1, ms)`` (create time) when stamped, else ``(0, 0)``."""
+        return (1, self._timestamp_ms) if self._timestamp_ms else (0, 0)
 
     def __repr__(self) -> str:
         return f"Record({self._topic}[{self._partition}]@{self._offset}, key={self._key!r})"
@@ -224,6 +232,76 @@ class PartitionReader(Protocol):
         """The offset past the last record of the existing ``topic[partition]`` now: every
         record committed before the call lies below it, so a :meth:`read` from it returns only
         records committed later."""
+
+
+class ConsumedRecord(InputRecord, Protocol):
+    """A record as a :class:`RecordConsumer` hands it over: an :class:`InputRecord` with its
+    timestamp (``confluent_kafka.Message`` satisfies it as it is)."""
+
+    def timestamp(self) -> tuple[int, int]:
+        """``(type, epoch milliseconds)``; type 0: the record has no timestamp."""
+
+
+#: what a consumer's owner says on assignment: where each partition starts (missing: the
+#: beginning)
+OnAssign = Callable[[Sequence[TopicPartitionKey]], Mapping[TopicPartitionKey, int] | None]
+
+
+class RecordConsumer(Protocol):
+    """A read_committed consumer that never commits: its owner keeps the positions itself (the
+    projector, in PostgreSQL with its rows) and says where each partition starts. Either
+    subscribed (:meth:`subscribe`: a group member, partitions assigned by the group) or assigned
+    (:meth:`assign`: the partitions named, no group). Callbacks run inside :meth:`consume`.
+    """
+
+    def subscribe(
+        self,
+        topics: Sequence[str],
+        on_assign: OnAssign,
+        on_revoke: Callable[[Sequence[TopicPartitionKey]], None],
+        on_lost: Callable[[Sequence[TopicPartitionKey]], None] | None = None,
+    ) -> None:
+        """Join the group for ``topics``; a name starting with ``^`` is a pattern (every topic
+        it matches, topics created later included, within the metadata refresh). ``on_assign``
+        gets the partitions newly assigned and returns where each starts (a partition missing:
+        its beginning); ``on_revoke`` / ``on_lost`` (default: ``on_revoke``) get the partitions
+        going, before they go."""
+
+    def assign(self, offsets: Mapping[TopicPartitionKey, int | None]) -> None:
+        """Read exactly these partitions, each from its offset (None: the beginning)."""
+
+    def consume(self, max_records: int, timeout_s: float) -> Sequence[ConsumedRecord]:
+        """Up to ``max_records`` committed records of the partitions read and not paused, in
+        offset order per partition, waiting at most ``timeout_s`` for the first. Records of open
+        or aborted transactions are never returned. Error events are logged, never returned; one
+        the consumer cannot go on after (fenced, denied by the broker) raises."""
+
+    def seek(self, offsets: Mapping[TopicPartitionKey, int | None]) -> None:
+        """Read these owned partitions again from the offsets given (None: the beginning): what
+        was fetched of them and not returned is dropped, and their ends reached forgotten."""
+
+    def assignment(self) -> list[TopicPartitionKey]:
+        """The partitions read now."""
+
+    def positions(self) -> dict[TopicPartitionKey, int]:
+        """The next offset to read per partition read, for those with a known position."""
+
+    def pause(self, partitions: Sequence[TopicPartitionKey]) -> None:
+        """Return no more records of these partitions until :meth:`resume` (still owned)."""
+
+    def resume(self, partitions: Sequence[TopicPartitionKey]) -> None:
+        """Return records of these paused partitions again, from where they stood."""
+
+    def ends_reached(self) -> dict[TopicPartitionKey, int]:
+        """The partitions read up to their end since they were assigned or sought, each with
+        its end offset then (records may have come since)."""
+
+    def end(self, topic: str, partition: int) -> int | None:
+        """The partition's end as last seen by this consumer, without asking the broker
+        (read_committed: its last stable offset); None while not known."""
+
+    def close(self) -> None:
+        """Leave the group (if subscribed) and release everything. Idempotent."""
 
 
 class ReadModelStore(Protocol):

@@ -11,6 +11,8 @@ over the real adapters), in plain Python, with time moved by hand:
   on Kafka); :meth:`InMemoryLog.member` adds members to the group (a revocation) or fences one
   (the same transactional id);
 - :class:`InMemoryReader` — reads a partition of an :class:`InMemoryLog`;
+- :class:`InMemoryConsumer` — a consumer of an :class:`InMemoryLog` that never commits (the
+  projector's);
 - :class:`InMemoryStore` — read-model rows and offsets of the projector's batches;
 - :class:`VirtualClock` and :class:`VirtualBrokerClock` — wall and monotonic time that move only
   when told (or when a poll waits), and a broker clock answering probes with a chosen skew;
@@ -20,6 +22,7 @@ over the real adapters), in plain Python, with time moved by hand:
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +35,7 @@ from horae.ports import (
     Fenced,
     Headers,
     Offsets,
+    OnAssign,
     Record,
     TopicPartitionKey,
     TransactionFailed,
@@ -267,6 +271,111 @@ class InMemoryLog:
 
     def close(self) -> None:
         self.unsubscribe()
+
+
+class InMemoryConsumer:
+    """The :class:`~horae.ports.RecordConsumer` of an :class:`InMemoryLog`: it never commits.
+    Subscribed, it owns every partition of the topics it names (``^...``: a pattern, topics
+    created later included) and takes new ones at its next :meth:`consume`; assigned, it reads
+    the partitions named."""
+
+    def __init__(self, log: InMemoryLog) -> None:
+        self.log = log
+        self._topics: list[str] = []
+        self._on_assign: OnAssign = lambda _: None
+        self._on_revoke: Callback = _no_callback
+        self._subscribed = False
+        self._positions: dict[TopicPartitionKey, int] = {}
+        self._paused: set[TopicPartitionKey] = set()
+        self._ends: dict[TopicPartitionKey, int] = {}
+
+    def subscribe(
+        self,
+        topics: Sequence[str],
+        on_assign: OnAssign,
+        on_revoke: Callback,
+        on_lost: Callback | None = None,  # never lost here
+    ) -> None:
+        self._topics, self._subscribed = list(topics), True
+        self._on_assign, self._on_revoke = on_assign, on_revoke
+
+    def _matches(self, name: str) -> bool:
+        return any(
+            re.fullmatch(t[1:], name) if t.startswith("^") else t == name for t in self._topics
+        )
+
+    def _rebalance(self) -> None:
+        wanted = [
+            (name, p)
+            for name, parts in self.log.partitions.items()
+            if self._matches(name)
+            for p in range(len(parts))
+        ]
+        gone = [tp for tp in self._positions if tp not in wanted]
+        new = [tp for tp in wanted if tp not in self._positions]
+        if gone:
+            self._on_revoke(gone)
+            for tp in gone:
+                self._positions.pop(tp)
+                self._paused.discard(tp)
+                self._ends.pop(tp, None)
+        if new:
+            starts = self._on_assign(new) or {}
+            for tp in new:
+                self._positions[tp] = starts.get(tp, 0)
+
+    def assign(self, offsets: Mapping[TopicPartitionKey, int | None]) -> None:
+        self._subscribed = False
+        self._positions = {tp: o or 0 for tp, o in offsets.items()}
+        self._paused.clear()
+        self._ends.clear()
+
+    def consume(self, max_records: int, timeout_s: float) -> list[Record]:
+        if self._subscribed:
+            self._rebalance()
+        out: list[Record] = []
+        for tp, start in self._positions.items():
+            if tp in self._paused or len(out) >= max_records:
+                continue
+            log = self.log.partitions[tp[0]][tp[1]]
+            end = start
+            while end < len(log) and len(out) < max_records:
+                if not isinstance(log[end], _Aborted):
+                    out.append(log[end])
+                end += 1
+            self._positions[tp] = end
+            if end >= len(log):
+                self._ends[tp] = len(log)
+        return out
+
+    def seek(self, offsets: Mapping[TopicPartitionKey, int | None]) -> None:
+        for tp, offset in offsets.items():
+            if tp in self._positions:
+                self._positions[tp] = offset or 0
+                self._ends.pop(tp, None)
+
+    def assignment(self) -> list[TopicPartitionKey]:
+        return list(self._positions)
+
+    def positions(self) -> dict[TopicPartitionKey, int]:
+        return dict(self._positions)
+
+    def pause(self, partitions: Sequence[TopicPartitionKey]) -> None:
+        self._paused.update(tp for tp in partitions if tp in self._positions)
+
+    def resume(self, partitions: Sequence[TopicPartitionKey]) -> None:
+        self._paused.difference_update(partitions)
+
+    def ends_reached(self) -> dict[TopicPartitionKey, int]:
+        return dict(self._ends)
+
+    def end(self, topic: str, partition: int) -> int | None:
+        parts = self.log.partitions.get(topic)
+        return None if parts is None or partition >= len(parts) else len(parts[partition])
+
+    def close(self) -> None:
+        self._topics, self._subscribed = [], False
+        self._positions.clear()
 
 
 class InMemoryReader:

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from horae.kafka.config import client_config
+from horae.kafka.consumer import KafkaConsumer
 from horae.kafka.reader import KafkaPartitionReader
 from horae.kafka.txn import TransactionalProcessor, member_configs
 from horae.outbound.http_sender import HttpSender as AiohttpSender
@@ -30,9 +31,11 @@ from tests.unit.ports.contracts import (
     OUT,
     STORE_TOPIC,
     ClockContract,
+    ConsumerRig,
     HttpSenderContract,
     LogRig,
     ReadModelStoreContract,
+    RecordConsumerContract,
     ResolverContract,
     SenderRig,
     SenderSession,
@@ -72,6 +75,53 @@ class TestKafkaLog(TransactionalLogContract):
             aborter.abort_transaction(30)
 
         yield LogRig(topics, member, KafkaPartitionReader(kafka_bootstrap), produce, abort)
+
+
+class TestKafkaConsumer(RecordConsumerContract):
+    @pytest.fixture
+    def consumer_rig(self, kafka_bootstrap: str, topic_prefix: str) -> Iterator[ConsumerRig]:
+        topics = {IN: f"{topic_prefix}in", OUT: f"{topic_prefix}out"}
+        admin = AdminClient(client_config(kafka_bootstrap))
+
+        def create(names: list[str], partitions: int) -> None:
+            for future in admin.create_topics([NewTopic(t, partitions, 1) for t in names]).values():
+                future.result(timeout=30)
+
+        create(list(topics.values()), 2)
+        producer = Producer(client_config(kafka_bootstrap, {"enable.idempotence": True}))
+        made: list[KafkaConsumer] = []
+
+        def consumer() -> KafkaConsumer:
+            made.append(
+                KafkaConsumer(
+                    client_config(
+                        kafka_bootstrap,
+                        {
+                            "group.id": f"{topic_prefix}consumer-{len(made)}",
+                            "enable.auto.commit": False,
+                            "isolation.level": "read_committed",
+                            "auto.offset.reset": "earliest",
+                            "session.timeout.ms": 6000,
+                            "fetch.wait.max.ms": 50,
+                            "topic.metadata.refresh.interval.ms": 1000,
+                            "log_level": 3,
+                        },
+                    )
+                )
+            )
+            return made[-1]
+
+        def produce(topic: str, key: bytes, value: bytes, partition: int) -> None:
+            producer.produce(topic, value, key, partition)
+            producer.flush(30)
+
+        try:
+            yield ConsumerRig(
+                topics, consumer, produce, lambda name: create([name], 1), topic_prefix
+            )
+        finally:
+            for c in made:
+                c.close()
 
 
 class TestPostgresStore(ReadModelStoreContract):

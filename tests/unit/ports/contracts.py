@@ -6,7 +6,8 @@ a backend subclasses the suite and provides its fixture (``rig``, ``clock``, ``r
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,12 +23,14 @@ from horae.domain.trigger import TriggerSpec
 from horae.outbound.results import Outcome, SendResult
 from horae.ports import (
     Clock,
+    ConsumedRecord,
     Emit,
     Fenced,
     HttpSender,
     InputRecord,
     PartitionReader,
     ReadModelStore,
+    RecordConsumer,
     Resolver,
     TopicPartitionKey,
     TransactionalLog,
@@ -216,6 +219,126 @@ class TransactionalLogContract:
         assert list(rig.reader.read(rig.topics[IN], 0, start=end)) == []
         rig.produce(rig.topics[IN], b"k", b"later", 0)
         assert [r.value() for r in rig.reader.read(rig.topics[IN], 0, start=end)] == [b"later"]
+
+
+@dataclass
+class ConsumerRig:
+    """A consumer adapter under test: ``consumer()`` builds one (closed by the rig at the end),
+    ``produce`` writes outside any transaction, ``create_topic`` makes a topic of one partition
+    (named under ``prefix``)."""
+
+    topics: dict[str, str]
+    consumer: Callable[[], RecordConsumer]
+    produce: Callable[[str, bytes, bytes, int], None]
+    create_topic: Callable[[str], None]
+    prefix: str
+
+    @staticmethod
+    def take(c: RecordConsumer, n: int, attempts: int = 60) -> list[ConsumedRecord]:
+        got: list[ConsumedRecord] = []
+        for _ in range(attempts):
+            got += c.consume(n - len(got), 0.5)
+            if len(got) >= n:
+                break
+        return got
+
+    @staticmethod
+    def until_end(c: RecordConsumer, tp: TopicPartitionKey, attempts: int = 60) -> int:
+        for _ in range(attempts):
+            if tp in c.ends_reached():
+                break
+            assert c.consume(10, 0.2) == [], "nothing is left before the end"
+        return c.ends_reached()[tp]
+
+
+def _where(records: list[ConsumedRecord]) -> list[tuple[int | None, int | None]]:
+    return [(r.partition(), r.offset()) for r in records]
+
+
+class RecordConsumerContract:
+    """:class:`horae.ports.RecordConsumer`."""
+
+    def test_a_subscribed_consumer_starts_each_partition_where_its_owner_says(
+        self, consumer_rig: ConsumerRig
+    ) -> None:
+        rig, topic = consumer_rig, consumer_rig.topics[IN]
+        for p, n in ((0, 3), (1, 2)):
+            for i in range(n):
+                rig.produce(topic, b"k", b"%d-%d" % (p, i), p)
+        assigned: list[TopicPartitionKey] = []
+
+        def on_assign(parts: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+            assigned.extend(parts)
+            return {(topic, 0): 1}  # partition 1 is not named: its beginning
+
+        c = rig.consumer()
+        c.subscribe([topic], on_assign, lambda _: None)
+        got = rig.take(c, 4)
+        assert sorted(assigned) == [(topic, 0), (topic, 1)]
+        assert sorted(_where(got)) == [(0, 1), (0, 2), (1, 0), (1, 1)]
+        assert [r.value() for r in got if r.partition() == 0] == [b"0-1", b"0-2"], "in order"
+        assert c.positions() == {(topic, 0): 3, (topic, 1): 2}
+        assert sorted(c.assignment()) == [(topic, 0), (topic, 1)]
+        assert all(isinstance(r.timestamp()[1], int) for r in got)
+        c.close()
+        c.close()
+
+    def test_an_assigned_consumer_reads_the_partitions_named_to_their_end(
+        self, consumer_rig: ConsumerRig
+    ) -> None:
+        rig, topic = consumer_rig, consumer_rig.topics[IN]
+        for i in range(3):
+            rig.produce(topic, b"k", b"%d" % i, 0)
+        rig.produce(topic, b"k", b"other", 1)
+        c = rig.consumer()
+        c.assign({(topic, 0): None})
+        assert _where(rig.take(c, 3)) == [(0, 0), (0, 1), (0, 2)]
+        assert rig.until_end(c, (topic, 0)) == 3
+        assert c.end(topic, 0) == 3
+        assert c.assignment() == [(topic, 0)]
+
+    def test_a_seek_reads_again_and_forgets_the_end(self, consumer_rig: ConsumerRig) -> None:
+        rig, topic = consumer_rig, consumer_rig.topics[IN]
+        for i in range(3):
+            rig.produce(topic, b"k", b"%d" % i, 0)
+        c = rig.consumer()
+        c.assign({(topic, 0): 0})
+        assert len(rig.take(c, 3)) == 3
+        rig.until_end(c, (topic, 0))
+        c.seek({(topic, 0): 1})
+        assert (topic, 0) not in c.ends_reached()
+        assert _where(rig.take(c, 2)) == [(0, 1), (0, 2)]
+
+    def test_a_paused_partition_returns_nothing_until_resumed(
+        self, consumer_rig: ConsumerRig
+    ) -> None:
+        rig, topic = consumer_rig, consumer_rig.topics[IN]
+        for p in (0, 1):
+            for i in range(2):
+                rig.produce(topic, b"k", b"%d-%d" % (p, i), p)
+        c = rig.consumer()
+        c.assign({(topic, 0): 0, (topic, 1): 0})
+        c.pause([(topic, 1)])
+        assert _where(rig.take(c, 2)) == [(0, 0), (0, 1)]
+        assert rig.until_end(c, (topic, 0)) == 2
+        assert all(r.partition() == 0 for r in c.consume(10, 0.5)), "paused"
+        c.resume([(topic, 1)])
+        assert _where(rig.take(c, 2)) == [(1, 0), (1, 1)]
+
+    def test_a_pattern_takes_topics_created_later(self, consumer_rig: ConsumerRig) -> None:
+        rig = consumer_rig
+        late = f"{rig.prefix}ev.late"
+        c = rig.consumer()
+        assigned: list[TopicPartitionKey] = []
+        c.subscribe(
+            [f"^{re.escape(rig.prefix)}ev\\..*"], lambda ps: assigned.extend(ps), lambda _: None
+        )
+        c.consume(10, 0.2)
+        rig.create_topic(late)
+        rig.produce(late, b"k", b"late", 0)
+        got = rig.take(c, 1, attempts=120)
+        assert [(r.topic(), r.value()) for r in got] == [(late, b"late")]
+        assert (late, 0) in assigned
 
 
 STORE_TOPIC = "t.audit"

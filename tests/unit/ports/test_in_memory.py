@@ -13,6 +13,7 @@ from horae.outbound.results import AttemptResult, SendResult
 from horae.ports import SYSTEM_ZONES, ZoneSource
 from horae.projections.rows import Stage
 from horae.testing import (
+    InMemoryConsumer,
     InMemoryLog,
     InMemoryReader,
     InMemoryStore,
@@ -26,9 +27,11 @@ from tests.unit.ports.contracts import (
     OUT,
     STORE_TOPIC,
     ClockContract,
+    ConsumerRig,
     HttpSenderContract,
     LogRig,
     ReadModelStoreContract,
+    RecordConsumerContract,
     ResolverContract,
     SenderRig,
     SenderSession,
@@ -55,6 +58,23 @@ class TestInMemoryLog(TransactionalLogContract):
             shared.produce_aborted(topic, key, value, partition)
 
         return LogRig(topics, member, InMemoryReader(shared), produce, abort)
+
+
+class TestInMemoryConsumer(RecordConsumerContract):
+    @pytest.fixture
+    def consumer_rig(self) -> ConsumerRig:
+        shared = InMemoryLog()
+        topics = {IN: "t.in", OUT: "t.out"}
+        for name in topics.values():
+            shared.create_topic(name, 2)
+
+        def produce(topic: str, key: bytes, value: bytes, partition: int) -> None:
+            shared.produce(topic, key, value, partition)
+
+        return ConsumerRig(
+            topics, lambda: InMemoryConsumer(shared), produce,
+            lambda name: shared.create_topic(name, 1), "t.",
+        )  # fmt: skip
 
 
 class TestInMemoryStore(ReadModelStoreContract):
