@@ -79,6 +79,7 @@ from horae.contracts.grants import Grants
 from horae.contracts.ingress import NAME, Source, decode_definition, ingest_definition
 from horae.contracts.ingress import validate_definition as validate_fields
 from horae.contracts.textrules import check_command
+from horae.delivery.table import deliverer
 from horae.domain import Limits, validate_trigger
 from horae.domain.errors import ValidationError
 from horae.domain.keys import FireKey, Origin
@@ -321,11 +322,13 @@ class Service:
             raise ApiError(403, "Forbidden", refused.detail.replace(repr(API_KEY_ID), "token"))
 
     async def check_target(self, d: ev.TriggerDefinition) -> None:
-        """The dispatcher's SSRF policy on a webhook URL, then (``api.require_verified_targets``)
-        the tenant's verification of its host (422 naming the reason and how to verify)."""
-        if d.target.kind is not ev.TargetKind.WEBHOOK or d.state is ev.DefinitionState.DELETED:
+        """The dispatcher's SSRF policy on the URL a target calls (its kind's
+        :meth:`~horae.delivery.port.Deliverer.egress_url`; none for an event target), then
+        (``api.require_verified_targets``) the tenant's verification of its host (422 naming the
+        reason and how to verify)."""
+        url = deliverer(d.target.kind).egress_url(d.target)
+        if url is None or d.state is ev.DefinitionState.DELETED:
             return
-        url = d.target.url or ""
         await self.check_address(url, "target.url")
         if not self.settings.api.require_verified_targets:
             return

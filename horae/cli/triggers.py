@@ -48,6 +48,7 @@ from typing import Any
 
 from horae.api.client import JSON, ApiError, ApiUnreachable
 from horae.cli import connect
+from horae.delivery.table import describe
 from horae.settings import Settings
 
 #: what a trigger is doing, as the API shows it (TriggerOut.state)
@@ -101,11 +102,9 @@ def schedule(trigger: JSON) -> str:
 
 
 def target(trigger: JSON) -> str:
-    """``POST https://...`` for a webhook, ``event <topic>`` for an event target."""
-    t = trigger.get("target") or {}
-    if t.get("kind") == "event":
-        return f"event {t.get('topic')}"
-    return f"{t.get('method') or 'POST'} {t.get('url')}"
+    """``POST https://...`` for a webhook, ``event <topic>`` for an event target (its kind's
+    deliverer says)."""
+    return describe(trigger.get("target") or {})
 
 
 def _next(trigger: JSON) -> Any:

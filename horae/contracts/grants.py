@@ -29,6 +29,7 @@ from enum import StrEnum
 
 from horae.contracts import events as ev
 from horae.contracts.ids import event_id
+from horae.delivery.table import deliverer
 
 Role = ev.Role
 
@@ -226,15 +227,16 @@ class Grants:
         ]  # fmt: skip
 
     def check_secret_refs(self, d: ev.TriggerDefinition) -> str | None:
-        """``None`` when a webhook target names only secret refs its own tenant owns, at least
-        one; else why not (cause ``invalid``). Not checked when ``secret_refs`` is ``None``."""
-        if self.secret_refs is None or d.target.kind is not ev.TargetKind.WEBHOOK:
+        """``None`` when a signed target (a webhook: :attr:`horae.delivery.port.Deliverer.signed`)
+        names only secret refs its own tenant owns, at least one; else why not (cause
+        ``invalid``). Not checked when ``secret_refs`` is ``None``."""
+        if self.secret_refs is None or not deliverer(d.target.kind).signed:
             return None
         if d.state is ev.DefinitionState.DELETED:
             return None
         owned = self.secret_refs.get(d.tenant, frozenset())
         if not d.target.secret_refs:
-            return "target.secret_refs: a webhook target needs a signing secret ref"
+            return f"target.secret_refs: a {d.target.kind} target needs a signing secret ref"
         for ref in d.target.secret_refs:
             if ref not in owned:
                 return f"target.secret_refs: {ref!r} is not a webhook secret of tenant {d.tenant!r}"

@@ -39,7 +39,7 @@ from horae.contracts.jsonform import coerce
 from horae.contracts.memo import INGEST_MEMO
 from horae.contracts.quarantine import quarantine
 from horae.contracts.textrules import check_command, check_definition, json_problem
-from horae.contracts.topics import event_topic_problem
+from horae.delivery.table import deliverer
 from horae.domain.errors import ValidationError
 from horae.domain.trigger import TriggerSpec
 from horae.ports import Record
@@ -204,12 +204,7 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
         raise ValidationError("version", d.version, "versions start at 1")
     domain_checked(d.recurrence, d.policies)
     t = d.target
-    if t.kind is ev.TargetKind.WEBHOOK and not (t.url or "").startswith(("https://", "http://")):
-        raise ValidationError("target.url", t.url, "a webhook needs an http(s) URL")
-    if t.kind is ev.TargetKind.EVENT and not t.topic:
-        raise ValidationError("target.topic", t.topic, "an event target needs a topic")
-    if t.kind is ev.TargetKind.EVENT and (problem := event_topic_problem(d.tenant, t.topic or "")):
-        raise ValidationError("target.topic", t.topic, problem)
+    deliverer(t.kind).validate(d.tenant, t)
     if not MIN_TIMEOUT_MS <= t.timeout_ms <= MAX_TIMEOUT_MS:
         raise ValidationError(
             "target.timeout_ms", t.timeout_ms, f"expected {MIN_TIMEOUT_MS}..{MAX_TIMEOUT_MS} ms"

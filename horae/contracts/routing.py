@@ -23,6 +23,8 @@ from horae.contracts.topics import (
     lane_topic,
     topic_name,
 )
+from horae.delivery.port import HandOver
+from horae.delivery.table import deliverer
 from horae.ports import Emit, Headers
 
 
@@ -90,7 +92,8 @@ class Router:
     def topics_of(self, d: ev.TriggerDefinition) -> list[str]:
         """The events topics the triggers of ``d`` produce into (to exist before they do)."""
         names = [self.events_topic(d.tenant)]
-        if d.target.kind is ev.TargetKind.EVENT and self.target_topic(d) != names[0]:
+        topic = deliverer(d.target.kind).hand_over is HandOver.TOPIC
+        if topic and self.target_topic(d) != names[0]:
             names.append(self.target_topic(d))
         return names
 

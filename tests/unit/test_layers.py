@@ -27,6 +27,7 @@ LAYERS: Mapping[str, int] = {
     "horae.failpoints": 0,
     "horae.ports": 1,
     "horae.contracts": 1,
+    "horae.delivery": 1,  # the Deliverer port, its table and one pure module per target kind
     "horae.outbound.results": 1,  # AttemptResult, the HttpSender port's value
     "horae.projections.rows": 1,  # Batch and ApplyResult, the ReadModelStore port's values
     "horae.settings": 2,

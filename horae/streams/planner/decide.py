@@ -59,6 +59,7 @@ from horae.contracts.ingress import (
 )
 from horae.contracts.quarantine import quarantine
 from horae.contracts.routing import Router
+from horae.delivery.table import deliverer
 from horae.domain.keys import FireKey, canonical_text
 from horae.domain.misfire import MisfireOutcome, evaluate_misfire
 from horae.domain.overlap import (
@@ -88,7 +89,7 @@ from horae.streams.planner.sharing import SharedValues
 
 MAX_RECORDS_PER_EVALUATION = 1000
 DEFAULT_ATTEMPT_S = 30.0  # the dispatcher's default attempt deadline (HORAE_DISPATCHER_DEADLINE_S)
-_ALLOW, _WEBHOOK, _ON_TIME = OverlapPolicy.ALLOW, ev.TargetKind.WEBHOOK, ev.Lane.ON_TIME
+_ALLOW, _ON_TIME = OverlapPolicy.ALLOW, ev.Lane.ON_TIME
 Refusal = tuple[str, str, str]  # (audited action, quarantine cause, detail)
 
 
@@ -609,7 +610,7 @@ class Decider:
         if flight is not None:
             out += self._expire(index, key, entry, flight, now, now)
             flight = index.flights.get(key)
-        policy = entry.spec.overlap if d.target.kind is _WEBHOOK else _ALLOW
+        policy = entry.spec.overlap if deliverer(d.target.kind).in_flight else _ALLOW
         in_flight: list[InFlight] = []
         if flight is not None and flight.running is not None:
             in_flight.append(InFlight(flight.running, _instant(flight.running)))
@@ -734,7 +735,7 @@ class Decider:
                 cause=CAUSE_BUFFERED, detail=f"held until {ended} ended: {why}",
                 tzdata=entry.schedule.tzdata, next_instant=following,
             )  # fmt: skip
-            if entry.spec.overlap is not _ALLOW and d.target.kind is _WEBHOOK:
+            if entry.spec.overlap is not _ALLOW and deliverer(d.target.kind).in_flight:
                 self._run(index, key, entry, fire_key, lane, following)
         self._tidy(index, key, flight)
         self._reschedule(key, entry)  # its due time may have been held early (_hold_due)

@@ -1,13 +1,14 @@
 """Building the planner's output records from domain decisions (pure: ``now`` is an argument).
 
 Every fire the planner commits is a :class:`~horae.contracts.events.FireRecord` on the ledger
-(keyed by its fire key) plus, when it fires, its hand-over: a
-:class:`~horae.contracts.events.DispatchOrder` on a lane (webhook targets) or a
-``schedule.triggered`` :class:`~horae.contracts.events.ScheduleEvent` (event targets: the event *is*
-the delivery, so it is exactly-once into Kafka). Instants not fired get a ledger record with their
-state and cause and no hand-over. A fire replaced by a newer one (overlap ``replace``) gets a
-second ledger record, state ``replaced``, and a *cancel marker* (a ``DispatchOrder`` with
-``cancel`` set) on its own lane partition, after its order (:func:`replaced_outputs`).
+(keyed by its fire key) plus, when it fires, its hand-over, as its target kind's deliverer says
+(:mod:`horae.delivery`): a :class:`~horae.contracts.events.DispatchOrder` on a lane (``dispatch``:
+webhook targets) or a ``schedule.triggered`` :class:`~horae.contracts.events.ScheduleEvent`
+(``topic``: event targets; the event *is* the delivery, so it is exactly-once into Kafka).
+Instants not fired get a ledger record with their state and cause and no hand-over. A fire
+replaced by a newer one (overlap ``replace``) gets a second ledger record, state ``replaced``, and
+a *cancel marker* (a ``DispatchOrder`` with ``cancel`` set) on its own lane partition, after its
+order (:func:`replaced_outputs`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from functools import lru_cache
 from horae.contracts import events as ev
 from horae.contracts.ids import event_id
 from horae.contracts.routing import Router
+from horae.delivery.port import HandOver
+from horae.delivery.table import deliverer
 from horae.domain.keys import canonical_text, short_hash_of
 from horae.domain.misfire import CAUSE_EXPIRED
 from horae.domain.overlap import CAUSE_REPLACED
@@ -33,7 +36,7 @@ STATE_OF_CAUSE = {
     CAUSE_REPLACED: ev.FireState.REPLACED,
 }
 # Members looked up once (an enum attribute costs ~0.2 µs, and a peak builds 100,000 fires).
-_FIRED, _SKIPPED, _EVENT = ev.FireState.FIRED, ev.FireState.SKIPPED, ev.TargetKind.EVENT
+_FIRED, _SKIPPED, _TOPIC = ev.FireState.FIRED, ev.FireState.SKIPPED, HandOver.TOPIC
 
 
 @lru_cache(maxsize=8192)
@@ -88,7 +91,7 @@ def fire_outputs(
     outputs = [router.emit(record, partition)]
     if lane is None:
         return outputs
-    if d.target.kind is _EVENT:
+    if deliverer(d.target.kind).hand_over is _TOPIC:
         event = triggered_event(d, record)
         outputs.append(router.emit(event, partition, to=router.target_topic(d)))
     else:

@@ -1,0 +1,35 @@
+"""The event deliverer: a ``schedule.triggered`` event on one of the tenant's own topics.
+
+Ingress wants a topic inside the tenant's namespace (``events.<token>`` or
+``events.<token>.<suffix>``); nothing is signed and no call leaves Horae (no secrets, no SSRF
+surface); the planner writes the event itself, in the transaction of the fire record, so the
+delivery is exactly-once into Kafka and nothing stays in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from horae.contracts import events as ev
+from horae.contracts.topics import event_topic_problem
+from horae.delivery.port import Deliverer, HandOver
+from horae.domain.errors import ValidationError
+
+
+class EventDeliverer(Deliverer):
+    kind = ev.TargetKind.EVENT
+    hand_over = HandOver.TOPIC
+    signed = False
+
+    def validate(self, tenant: str, target: ev.Target) -> None:
+        if not target.topic:
+            raise ValidationError("target.topic", target.topic, "an event target needs a topic")
+        if problem := event_topic_problem(tenant, target.topic):
+            raise ValidationError("target.topic", target.topic, problem)
+
+    def egress_url(self, target: ev.Target) -> str | None:
+        return None
+
+    def describe(self, target: Mapping[str, Any]) -> str:
+        return f"event {target.get('topic')}"
