@@ -1,0 +1,155 @@
+"""The Deliverer port: every module that treats target kinds differently asks the table, so a
+third kind is one new module (``pigeon.py``) plus one row (``monkeypatch.setitem`` below), and
+no module outside ``horae/delivery/`` compares a target's kind."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import horae
+from horae.cli.triggers import target as cli_target
+from horae.contracts import events as ev
+from horae.contracts.grants import Grants
+from horae.contracts.ingress import validate_definition
+from horae.contracts.routing import Router
+from horae.contracts.topics import lane_topic
+from horae.delivery.event import EventDeliverer
+from horae.delivery.port import Deliverer, HandOver
+from horae.delivery.table import DELIVERERS, deliverer
+from horae.delivery.webhook import WebhookDeliverer
+from horae.domain.errors import ValidationError
+from horae.ports import Emit
+from horae.streams.planner.records import fire_outputs
+from tests.unit.contracts.samples import definition
+from tests.unit.delivery.pigeon import PIGEON, PigeonDeliverer
+
+ROUTER = Router("unit.")
+
+
+class _Unencoded(Router):
+    """The router without the wire: the throwaway kind has no ``TargetKind`` symbol to encode
+    (a real kind adds one, readable from contracts v5 on), so its records carry no value."""
+
+    def emit(self, event: ev.Event, partition: int | None, **kw: Any) -> Emit:
+        return super().emit(event, partition, **{**kw, "value": b""})
+
+
+UNENCODED = _Unencoded("unit.")
+LOFT = "pigeon://loft.acme.example/nightly"
+
+
+@pytest.fixture
+def pigeon(monkeypatch: pytest.MonkeyPatch) -> Iterator[ev.TriggerDefinition]:
+    """The one row that registers the third kind, and a definition targeting it."""
+    monkeypatch.setitem(DELIVERERS, PIGEON, PigeonDeliverer())
+    d = definition()
+    yield replace(d, target=replace(d.target, kind=PIGEON, url=LOFT), quotas=ev.Quotas())
+
+
+def test_the_table_has_a_row_for_every_target_kind_and_each_row_is_its_kind() -> None:
+    assert set(DELIVERERS) == set(ev.TargetKind)
+    for kind, row in DELIVERERS.items():
+        assert row.kind is kind
+    assert isinstance(deliverer(ev.TargetKind.WEBHOOK), WebhookDeliverer)
+    assert isinstance(deliverer(ev.TargetKind.EVENT), EventDeliverer)
+    assert deliverer(ev.TargetKind.WEBHOOK).in_flight
+    assert not deliverer(ev.TargetKind.EVENT).in_flight
+
+
+def test_a_kind_without_a_row_is_named() -> None:
+    with pytest.raises(KeyError, match="pigeon"):
+        deliverer(PIGEON)
+
+
+def test_a_third_kind_is_one_module_plus_one_row(pigeon: ev.TriggerDefinition) -> None:
+    assert len(DELIVERERS) == len(ev.TargetKind) + 1
+    assert isinstance(deliverer(PIGEON), Deliverer)
+    # validation at ingress: its own rule, and the rules common to every kind
+    validate_definition(pigeon)
+    with pytest.raises(ValidationError, match="pigeon:// loft"):
+        validate_definition(replace(pigeon, target=replace(pigeon.target, url="https://x.example")))
+    with pytest.raises(ValidationError, match="timeout_ms"):
+        validate_definition(replace(pigeon, target=replace(pigeon.target, timeout_ms=0)))
+    # ownership and secrets: a signed kind needs a ref its tenant owns
+    grants = Grants(secret_refs={"acme": frozenset({"whsec-1", "whsec-2"})})
+    assert grants.check_secret_refs(pigeon) is None
+    unsigned = replace(pigeon, target=replace(pigeon.target, secret_refs=()))
+    assert grants.check_secret_refs(unsigned) == (
+        "target.secret_refs: a pigeon target needs a signing secret ref"
+    )
+    # SSRF: the URL the API's policy checks
+    assert deliverer(PIGEON).egress_url(pigeon.target) == LOFT
+    # the hand-over: dispatched, on its lane, like a webhook; no extra topic
+    assert ROUTER.topics_of(pigeon) == [ROUTER.events_topic("acme")]
+    outputs = fire_outputs(
+        UNENCODED, pigeon, 0, scheduled=1_743_318_000, origin=ev.Origin.SCHEDULED,
+        lane=ev.Lane.ON_TIME, now=1_743_318_000.5,
+    )  # fmt: skip
+    order = outputs[1].event
+    assert isinstance(order, ev.DispatchOrder) and order.target.kind is PIGEON
+    assert outputs[1].topic == ROUTER.names[lane_topic(ev.Lane.ON_TIME)]
+    # one line for people (the CLI's listings)
+    assert cli_target({"target": {"kind": "pigeon", "url": LOFT}}) == f"pigeon to {LOFT}"
+
+
+def test_a_topic_kind_is_handed_over_on_its_topic(
+    pigeon: ev.TriggerDefinition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same row with a ``topic`` hand-over: the planner writes the event, no order."""
+
+    class Roost(PigeonDeliverer):
+        hand_over = HandOver.TOPIC
+
+    monkeypatch.setitem(DELIVERERS, PIGEON, Roost())
+    d = replace(pigeon, target=replace(pigeon.target, topic="events.acme.roost"))
+    assert ROUTER.topics_of(d) == [ROUTER.events_topic("acme"), "unit.events.acme.roost"]
+    outputs = fire_outputs(
+        UNENCODED, d, 0, scheduled=1_743_318_000, origin=ev.Origin.SCHEDULED,
+        lane=ev.Lane.ON_TIME, now=1_743_318_000.5,
+    )  # fmt: skip
+    assert isinstance(outputs[1].event, ev.ScheduleEvent)
+    assert outputs[1].topic == "unit.events.acme.roost"
+    assert not deliverer(PIGEON).in_flight
+
+
+#: modules that still tell target kinds apart themselves, with who removes it
+PENDING = {
+    "horae/console/words.py": "the console's target words (another engineer's module)",
+    "horae/console/routes.py": "the console's create form (another engineer's module)",
+}
+
+
+def _kind_compares(tree: ast.AST) -> Iterator[int]:
+    """Lines comparing with a ``TargetKind`` member or a kind's name (``"webhook"``/``"event"``
+    beside something named ``kind``)."""
+    names = {k.value for k in ev.TargetKind}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        text = ast.unparse(node)
+        sides = [node.left, *node.comparators]
+        member = any(isinstance(s, ast.Attribute) and "TargetKind" in ast.unparse(s) for s in sides)
+        literal = "kind" in text and any(
+            isinstance(s, ast.Constant) and s.value in names for s in sides
+        )
+        if member or literal:
+            yield node.lineno
+
+
+def test_no_module_outside_the_table_compares_a_target_kind() -> None:
+    root = Path(horae.__file__).parent
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel.startswith("horae/delivery/"):
+            continue
+        lines = list(_kind_compares(ast.parse(path.read_text())))
+        if lines:
+            found[rel] = lines
+    assert set(found) <= set(PENDING), found
