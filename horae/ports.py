@@ -242,9 +242,9 @@ class ConsumedRecord(InputRecord, Protocol):
         """``(type, epoch milliseconds)``; type 0: the record has no timestamp."""
 
 
-#: what a consumer's owner says on assignment: where each partition starts (missing: the
-#: beginning)
-OnAssign = Callable[[Sequence[TopicPartitionKey]], Mapping[TopicPartitionKey, int] | None]
+#: what a consumer's owner says on assignment: where each partition starts (missing or None:
+#: the beginning)
+OnAssign = Callable[[Sequence[TopicPartitionKey]], Mapping[TopicPartitionKey, int | None] | None]
 
 
 class RecordConsumer(Protocol):
@@ -263,9 +263,9 @@ class RecordConsumer(Protocol):
     ) -> None:
         """Join the group for ``topics``; a name starting with ``^`` is a pattern (every topic
         it matches, topics created later included, within the metadata refresh). ``on_assign``
-        gets the partitions newly assigned and returns where each starts (a partition missing:
-        its beginning); ``on_revoke`` / ``on_lost`` (default: ``on_revoke``) get the partitions
-        going, before they go."""
+        gets the partitions newly assigned and returns where each starts (a partition missing
+        or None: its beginning); ``on_revoke`` / ``on_lost`` (default: ``on_revoke``) get the
+        partitions going, before they go."""
 
     def assign(self, offsets: Mapping[TopicPartitionKey, int | None]) -> None:
         """Read exactly these partitions, each from its offset (None: the beginning)."""

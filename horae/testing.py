@@ -322,7 +322,7 @@ class InMemoryConsumer:
         if new:
             starts = self._on_assign(new) or {}
             for tp in new:
-                self._positions[tp] = starts.get(tp, 0)
+                self._positions[tp] = starts.get(tp) or 0
 
     def assign(self, offsets: Mapping[TopicPartitionKey, int | None]) -> None:
         self._subscribed = False

@@ -31,6 +31,10 @@ works on the other core). Batches still commit strictly in order; when batch N f
 dropped and every partition reseeks to the stored offsets. Rebalance callbacks first wait for the
 batch in flight.
 
+Reading: through the consumer port (:class:`~horae.ports.RecordConsumer`: a consumer that never
+commits, told where each partition starts; :class:`~horae.kafka.consumer.KafkaConsumer` by
+default, any other given as ``consumer``), so the loop names no Kafka client.
+
 Library use: ``Projector(config).run(stop_event)`` runs until the event is set (or, replaying, until
 the end).
 """
@@ -47,13 +51,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from horae.contracts.codec import Codec, default_codec
 from horae.contracts.topics import Topic, events_pattern, is_events_topic, topic_name
 from horae.kafka.config import client_config
-from horae.kafka.txn import LOOP_DEADLINE_S, HangWatch, is_fatal
+from horae.kafka.consumer import KafkaConsumer
+from horae.kafka.txn import LOOP_DEADLINE_S, HangWatch
+from horae.ports import RecordConsumer, TopicPartitionKey
 from horae.projections.isolate import STORE_CAUSE, isolate
 from horae.projections.metrics import ProjectionMetrics
 from horae.projections.rows import PROJECTED, Batch, RecordMapper, Stage
@@ -69,7 +74,7 @@ log = logging.getLogger(__name__)
 #: the name the loop beats under (:class:`~horae.kafka.txn.HangWatch`)
 LOOP = "projector loop"
 
-TP = tuple[str, int]
+TP = TopicPartitionKey
 #: projected topics that exist once per tenant (subscribed by pattern)
 _PER_TENANT = (Topic.SCHEDULE_EVENTS,)
 
@@ -129,7 +134,9 @@ class _Stopped(Exception):
 
 
 class Projector:
-    """See the module docstring. ``on_batch`` is called after each committed batch."""
+    """See the module docstring. ``on_batch`` is called after each committed batch. It reads
+    through a :class:`~horae.ports.RecordConsumer` (``consumer``; by default a
+    :class:`~horae.kafka.consumer.KafkaConsumer` of the config's, made by :meth:`run`)."""
 
     def __init__(
         self,
@@ -137,8 +144,10 @@ class Projector:
         metrics: ProjectionMetrics | None = None,
         codec: Codec | None = None,
         on_batch: BatchHook | None = None,
+        consumer: RecordConsumer | None = None,
     ) -> None:
         self.config = config
+        self._given_consumer = consumer
         self.metrics = metrics or ProjectionMetrics()
         self.topics = config.topics
         self.mapper = RecordMapper(codec or default_codec(), self.topics)
@@ -153,9 +162,8 @@ class Projector:
         self.stats = ProjectorStats()
         self.on_batch = on_batch
         self.positions: dict[TP, int] = {}  # next offset committed, per assigned partition
-        self._eof: dict[TP, int] = {}
         self._stop = threading.Event()
-        self._consumer: Consumer | None = None
+        self._consumer: RecordConsumer | None = None
         self._last_lag_update = 0.0
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="projector-writer")
         self._inflight: tuple[Batch, float, Future[ApplyResult]] | None = None
@@ -167,7 +175,7 @@ class Projector:
         self._stop = stop_event or threading.Event()
         if not self._db(self.store.connect):
             return
-        consumer = Consumer(self._consumer_config())
+        consumer = self._given_consumer or KafkaConsumer(self._consumer_config())
         self._consumer = consumer
         try:
             if self.config.stop_at is None:
@@ -179,10 +187,10 @@ class Projector:
                 self._assign_all(consumer)
             while not self._stop.is_set():
                 self.watch.beat(LOOP)
-                if self._inflight is None and self._replay_done():
+                if self._inflight is None and self._replay_done(consumer):
                     break
                 self._step(consumer)
-            self._drain(consumer, resync=False)
+            self._drain(resync=False)
         finally:
             self.watch.done(LOOP)
             self._consumer = None
@@ -200,7 +208,6 @@ class Projector:
                 "enable.auto.offset.store": False,
                 "isolation.level": "read_committed",
                 "auto.offset.reset": "earliest",
-                "enable.partition.eof": cfg.stop_at is not None,
                 "fetch.max.bytes": 52_428_800,
                 "max.partition.fetch.bytes": 4_194_304,
                 "queued.min.messages": 20_000,
@@ -213,93 +220,76 @@ class Projector:
         return conf
 
     # --- assignment ----------------------------------------------------------------------
-    def _with_stored(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+    def _with_stored(self, partitions: Sequence[TP]) -> dict[TP, int | None]:
+        """Where each partition starts: its stored offset, or the beginning (None)."""
         stored: dict[TP, int] = {}
 
         def read() -> None:
             stored.update(self.store.stored_offsets())
 
         self._db(read)
-        out = []
+        out: dict[TP, int | None] = {}
         for tp in partitions:
-            offset = stored.get((tp.topic, tp.partition), OFFSET_BEGINNING)
-            out.append(TopicPartition(tp.topic, tp.partition, offset))
-            self.positions[(tp.topic, tp.partition)] = max(offset, 0)
+            out[tp] = stored.get(tp)
+            self.positions[tp] = stored.get(tp, 0)
         return out
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._drain(consumer, resync=False)
-        consumer.assign(self._with_stored(partitions))
+    def _on_assign(self, partitions: Sequence[TP]) -> dict[TP, int | None]:
+        self._drain(resync=False)
         log.info("assigned %d partitions", len(partitions))
+        return self._with_stored(partitions)
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._drain(consumer, resync=False)
+    def _on_revoke(self, partitions: Sequence[TP]) -> None:
+        self._drain(resync=False)
         for tp in partitions:
-            key = (tp.topic, tp.partition)
-            self.positions.pop(key, None)
+            self.positions.pop(tp, None)
             for gauge in (self.metrics.lag_records, self.metrics.lag_seconds):
                 with contextlib.suppress(KeyError):  # never set for this partition
-                    gauge.remove(self.config.schema, tp.topic, str(tp.partition))
-        consumer.unassign()
+                    gauge.remove(self.config.schema, tp[0], str(tp[1]))
 
-    def _assign_all(self, consumer: Consumer) -> None:
+    def _assign_all(self, consumer: RecordConsumer) -> None:
         assert self.config.stop_at is not None
-        parts = [TopicPartition(t, p) for (t, p) in self.config.stop_at]
-        consumer.assign(self._with_stored(parts))
+        consumer.assign(self._with_stored(list(self.config.stop_at)))
 
-    def _replay_done(self) -> bool:
+    def _replay_done(self, consumer: RecordConsumer) -> bool:
         stop_at = self.config.stop_at
         if stop_at is None:
             return False
+        ends = consumer.ends_reached()
         return all(
-            self.positions.get(tp, 0) >= end or self._eof.get(tp, -1) >= end
+            self.positions.get(tp, 0) >= end or ends.get(tp, -1) >= end
             for tp, end in stop_at.items()
         )
 
-    def _resync(self, consumer: Consumer) -> None:
+    def _resync(self) -> None:
         """Seek every assigned partition back to the stored offsets (after a failed batch)."""
         self.stats.resyncs += 1
-        self._eof.clear()
-        assignment = consumer.assignment()
-        if not assignment:
+        consumer = self._consumer
+        assignment = consumer.assignment() if consumer is not None else []
+        if consumer is None or not assignment:
             return
-        targets = self._with_stored(assignment)
-        try:
-            for tp in targets:
-                consumer.seek(tp)
-        except KafkaException as exc:  # a partition not fetching yet: re-assign instead
-            log.info("seek failed (%s); re-assigning at the stored offsets", exc)
-            consumer.assign(targets)
+        consumer.seek(self._with_stored(assignment))
 
     # --- one batch -----------------------------------------------------------------------
-    def _step(self, consumer: Consumer) -> None:
+    def _step(self, consumer: RecordConsumer) -> None:
         cfg = self.config
         messages = consumer.consume(cfg.batch_records, cfg.batch_ms / 1000.0)
         batch = Batch()
         for msg in messages:
-            err = msg.error()
             topic, partition = msg.topic(), msg.partition()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF and topic is not None:
-                    self._eof[(topic, partition or 0)] = msg.offset() or 0
-                elif is_fatal(err):
-                    raise KafkaException(err)
-                else:
-                    log.warning("consumer error: %s", err)
-                continue
             assert topic is not None and partition is not None
             offset = msg.offset()
             assert offset is not None
             _, ts = msg.timestamp()
             self.mapper.add(batch, topic, partition, offset, msg.key(), msg.value(), ts)
-        if not self._drain(consumer, resync=True):
+        if not self._drain(resync=True):
             return  # the batch in flight failed: this one was read past it, drop it
         if batch.records:
             future = self._writer.submit(self._write, batch)
             self._inflight = (batch, time.monotonic(), future)
         self._update_lag(consumer, time.time(), force=bool(batch.records))
 
-    def _drain(self, consumer: Consumer, resync: bool) -> bool:
+    def _drain(self, resync: bool) -> bool:
         """Wait for the batch in flight; account it, or recover (reconnect, and reseek when
         ``resync``). Returns False when it failed."""
         if self._inflight is None:
@@ -312,12 +302,12 @@ class Projector:
             return False
         except GenerationChanged as exc:
             log.warning("%s; reconnecting and reseeking", exc)
-            self._recover(consumer, resync)
+            self._recover(resync)
             return False
         except psycopg.Error as exc:
             log.warning("batch not written (%s); retrying from the stored offsets", exc)
             self._count_retry()
-            self._recover(consumer, resync)
+            self._recover(resync)
             return False
         for tp, offset in batch.next_offsets.items():
             if tp in self.positions or self.config.stop_at is not None:
@@ -362,10 +352,10 @@ class Projector:
             )  # fmt: skip
         return total
 
-    def _recover(self, consumer: Consumer, resync: bool) -> None:
+    def _recover(self, resync: bool) -> None:
         self.store.close()
         if self._db(self.store.connect) and resync:
-            self._resync(consumer)
+            self._resync()
 
     def _account(self, batch: Batch, result: ApplyResult, elapsed: float) -> None:
         m, schema, stats = self.metrics, self.config.schema, self.stats
@@ -392,19 +382,14 @@ class Projector:
         for tp, ts in batch.last_timestamp_ms.items():
             m.lag_seconds.labels(schema, tp[0], str(tp[1])).set(max(0.0, (now_ms - ts) / 1000))
 
-    def _update_lag(self, consumer: Consumer, now: float, force: bool) -> None:
+    def _update_lag(self, consumer: RecordConsumer, now: float, force: bool) -> None:
         if not force and now - self._last_lag_update < 1.0:
             return
         self._last_lag_update = now
         schema = self.config.schema
         for (topic, partition), position in list(self.positions.items()):
-            try:
-                _, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), cached=True
-                )
-            except KafkaException:
-                continue
-            if high < 0:
+            high = consumer.end(topic, partition)
+            if high is None:
                 continue
             behind = max(0, high - position)
             self.metrics.lag_records.labels(schema, topic, str(partition)).set(behind)
