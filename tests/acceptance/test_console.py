@@ -41,9 +41,9 @@ import pytest
 
 from horae.api.auth import issue
 from horae.api.verification import expected_answer
-from horae.contracts.admin import delete_under
 from horae.contracts.events import Role
 from horae.devstack.stack import Endpoints
+from horae.kafka.admin import delete_under
 from tests.net import free_ports, kill_all
 from tests.waiting import wait_until
 
