@@ -242,15 +242,17 @@ class ConsumedRecord(InputRecord, Protocol):
         """``(type, epoch milliseconds)``; type 0: the record has no timestamp."""
 
 
-#: what a consumer's owner says on assignment: where each partition starts (missing or None:
-#: the beginning)
+#: what a consumer's owner says on assignment: where each partition starts (None: the
+#: beginning; missing: the group's committed offset)
 OnAssign = Callable[[Sequence[TopicPartitionKey]], Mapping[TopicPartitionKey, int | None] | None]
 
 
 class RecordConsumer(Protocol):
-    """A read_committed consumer that never commits: its owner keeps the positions itself (the
-    projector, in PostgreSQL with its rows) and says where each partition starts. Either
-    subscribed (:meth:`subscribe`: a group member, partitions assigned by the group) or assigned
+    """A read_committed consumer that commits nothing itself: its owner keeps the positions (the
+    projector, in PostgreSQL with its rows) and says where each partition starts, or a
+    transactional log commits them for the group with :meth:`group_metadata` (the dispatcher's
+    committer thread, while this consumer reads on another). Either subscribed
+    (:meth:`subscribe`: a group member, partitions assigned by the group) or assigned
     (:meth:`assign`: the partitions named, no group). Callbacks run inside :meth:`consume`.
     """
 
@@ -263,9 +265,10 @@ class RecordConsumer(Protocol):
     ) -> None:
         """Join the group for ``topics``; a name starting with ``^`` is a pattern (every topic
         it matches, topics created later included, within the metadata refresh). ``on_assign``
-        gets the partitions newly assigned and returns where each starts (a partition missing
-        or None: its beginning); ``on_revoke`` / ``on_lost`` (default: ``on_revoke``) get the
-        partitions going, before they go."""
+        gets the partitions newly assigned and returns where each starts (None: its beginning;
+        a partition missing, or no answer: the group's committed offset, else the beginning);
+        ``on_revoke`` / ``on_lost`` (default: ``on_revoke``) get the partitions going, before
+        they go."""
 
     def assign(self, offsets: Mapping[TopicPartitionKey, int | None]) -> None:
         """Read exactly these partitions, each from its offset (None: the beginning)."""
@@ -280,11 +283,22 @@ class RecordConsumer(Protocol):
         """Read these owned partitions again from the offsets given (None: the beginning): what
         was fetched of them and not returned is dropped, and their ends reached forgotten."""
 
+    def seek_committed(self) -> None:
+        """Read every owned partition again from the group's committed offset (the beginning
+        when none), as after an aborted transaction."""
+
+    def group_metadata(self) -> object:
+        """This member's group and generation, opaque: what a transactional log sends with the
+        offsets it commits for the group (KIP-447). Changes with every assignment."""
+
     def assignment(self) -> list[TopicPartitionKey]:
         """The partitions read now."""
 
     def positions(self) -> dict[TopicPartitionKey, int]:
         """The next offset to read per partition read, for those with a known position."""
+
+    def partitions(self, topic: str) -> int | None:
+        """How many partitions ``topic`` has, as the cluster says now (None: not known)."""
 
     def pause(self, partitions: Sequence[TopicPartitionKey]) -> None:
         """Return no more records of these partitions until :meth:`resume` (still owned)."""

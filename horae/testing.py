@@ -274,7 +274,8 @@ class InMemoryLog:
 
 
 class InMemoryConsumer:
-    """The :class:`~horae.ports.RecordConsumer` of an :class:`InMemoryLog`: it never commits.
+    """The :class:`~horae.ports.RecordConsumer` of an :class:`InMemoryLog`: it commits nothing;
+    the group's committed offsets are the log's (``log.committed``, what its members commit).
     Subscribed, it owns every partition of the topics it names (``^...``: a pattern, topics
     created later included) and takes new ones at its next :meth:`consume`; assigned, it reads
     the partitions named."""
@@ -288,6 +289,7 @@ class InMemoryConsumer:
         self._positions: dict[TopicPartitionKey, int] = {}
         self._paused: set[TopicPartitionKey] = set()
         self._ends: dict[TopicPartitionKey, int] = {}
+        self._generation = 0
 
     def subscribe(
         self,
@@ -322,7 +324,9 @@ class InMemoryConsumer:
         if new:
             starts = self._on_assign(new) or {}
             for tp in new:
-                self._positions[tp] = starts.get(tp) or 0
+                start = starts[tp] if tp in starts else self.log.committed.get(tp)
+                self._positions[tp] = start or 0
+            self._generation += 1
 
     def assign(self, offsets: Mapping[TopicPartitionKey, int | None]) -> None:
         self._subscribed = False
@@ -354,8 +358,18 @@ class InMemoryConsumer:
                 self._positions[tp] = offset or 0
                 self._ends.pop(tp, None)
 
+    def seek_committed(self) -> None:
+        self.seek({tp: self.log.committed.get(tp) for tp in self._positions})
+
+    def group_metadata(self) -> object:
+        return ("in-memory group member", id(self), self._generation)
+
     def assignment(self) -> list[TopicPartitionKey]:
         return list(self._positions)
+
+    def partitions(self, topic: str) -> int | None:
+        parts = self.log.partitions.get(topic)
+        return None if parts is None else len(parts)
 
     def positions(self) -> dict[TopicPartitionKey, int]:
         return dict(self._positions)

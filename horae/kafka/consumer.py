@@ -1,12 +1,16 @@
-"""The Kafka :class:`~horae.ports.RecordConsumer`: a ``confluent_kafka.Consumer`` that never
-commits; its owner says where each partition starts.
+"""The Kafka :class:`~horae.ports.RecordConsumer`: a ``confluent_kafka.Consumer`` that commits
+nothing itself; its owner says where each partition starts.
 
 - :meth:`KafkaConsumer.subscribe` wraps the owner's callbacks: on assignment the partitions are
-  assigned at the offsets the owner returns (``OFFSET_BEGINNING`` for the others); on revocation
-  or loss the owner is told first, then the partitions are unassigned.
-- Ends: the consumer runs with ``enable.partition.eof``; each end event is kept
-  (:meth:`KafkaConsumer.ends_reached`) and never returned as a record; a seek or an assignment
+  assigned at the offsets the owner returns (None: ``OFFSET_BEGINNING``; a partition not named:
+  ``OFFSET_STORED``, the group's committed offset, else ``auto.offset.reset``); on revocation or
+  loss the owner is told first, then the partitions are unassigned.
+- Ends: the consumer runs with ``enable.partition.eof`` (unless built with ``ends=False``, when
+  :meth:`KafkaConsumer.ends_reached` stays empty: an end event would end a consume's wait
+  early); each end event is kept and never returned as a record; a seek or an assignment
   forgets the ends of its partitions.
+- :meth:`KafkaConsumer.close` leaves the group first (:func:`~horae.kafka.txn.leave_group`: a
+  static member sends no LeaveGroup on close).
 - Errors: an event the member cannot go on after (:func:`~horae.kafka.txn.is_fatal`: fenced,
   denied) raises ``KafkaException``; any other is logged and dropped.
 - A seek of a partition not fetching yet fails in librdkafka (``_STATE``): the partitions are then
@@ -19,9 +23,17 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_STORED,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
-from horae.kafka.txn import is_fatal
+from horae.kafka.reader import seek_to_committed
+from horae.kafka.txn import is_fatal, leave_group
 from horae.ports import OnAssign, TopicPartitionKey
 
 log = logging.getLogger(__name__)
@@ -39,14 +51,22 @@ def _at(offsets: Mapping[TopicPartitionKey, int | None]) -> list[TopicPartition]
     ]
 
 
+def _start(starts: Mapping[TopicPartitionKey, int | None], key: TopicPartitionKey) -> int:
+    if key not in starts:
+        return OFFSET_STORED
+    offset = starts[key]
+    return OFFSET_BEGINNING if offset is None else offset
+
+
 class KafkaConsumer:
     """See the module docstring. ``config`` is a consumer config (``client_config``); its
-    ``enable.partition.eof`` is set here."""
+    ``enable.partition.eof`` is set here, to ``ends``."""
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        self.consumer = Consumer({**config, "enable.partition.eof": True})
+    def __init__(self, config: Mapping[str, Any], *, ends: bool = True) -> None:
+        self.consumer = Consumer({**config, "enable.partition.eof": ends})
         self._ends: dict[TopicPartitionKey, int] = {}
         self._closed = False
+        self._subscribed = False
 
     def subscribe(
         self,
@@ -62,7 +82,7 @@ class KafkaConsumer:
             starts = on_assign(keys) or {}
             for key in keys:
                 self._ends.pop(key, None)
-            consumer.assign(_at({key: starts.get(key) for key in keys}))
+            consumer.assign([TopicPartition(t, p, _start(starts, (t, p))) for t, p in keys])
 
         def going(callback: Keys) -> Callable[[Consumer, list[TopicPartition]], None]:
             def gone(consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -77,6 +97,7 @@ class KafkaConsumer:
         self.consumer.subscribe(
             list(topics), on_assign=assigned, on_revoke=going(on_revoke), on_lost=going(lost_cb)
         )
+        self._subscribed = True
 
     def assign(self, offsets: Mapping[TopicPartitionKey, int | None]) -> None:
         self._ends.clear()
@@ -115,6 +136,22 @@ class KafkaConsumer:
             ]
             self.consumer.assign(targets + rest)
 
+    def seek_committed(self) -> None:
+        self._ends.clear()
+        seek_to_committed(self.consumer)
+
+    def group_metadata(self) -> object:
+        return self.consumer.consumer_group_metadata()
+
+    def partitions(self, topic: str) -> int | None:
+        try:
+            listed = self.consumer.list_topics(timeout=10).topics
+        except KafkaException as exc:
+            log.warning("partitions of %s unknown: %s", topic, exc)
+            return None
+        found = listed.get(topic)
+        return None if found is None or found.error is not None else len(found.partitions)
+
     def assignment(self) -> list[TopicPartitionKey]:
         return _keys(self.consumer.assignment())
 
@@ -146,4 +183,6 @@ class KafkaConsumer:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._subscribed:
+                leave_group(self.consumer)
             self.consumer.close()

@@ -3,8 +3,10 @@
 The asyncio loop that sends only receives orders (``deliver``) and hands finished attempts back
 (:meth:`Pump.finish`, a thread-safe queue); it never calls Kafka.
 
-- *Consumer thread*: consumes the five lane topics in one group (``<prefix>dispatcher``; range
-  assignment, so partition *p* of every lane — one trigger's whole story — belongs to one member),
+- *Consumer thread*: reads through the consumer port (:class:`~horae.ports.RecordConsumer`;
+  :class:`~horae.kafka.consumer.KafkaConsumer` unless another is given) the five lane topics in
+  one group (``<prefix>dispatcher``; range assignment, so partition *p* of every lane — one
+  trigger's whole story — belongs to one member),
   read_committed, auto-commit off, static membership per slot; registers each offset in its
   partition's :class:`~.offsets.PartitionWindow` and tags the order with the partition's *epoch*.
   It never waits for a transaction (only a rebalance does).
@@ -33,28 +35,34 @@ import itertools
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError, decode
 from horae.contracts.quarantine import quarantine
 from horae.contracts.routing import Router
 from horae.contracts.topics import lane_topic
-from horae.kafka.reader import seek_to_committed
+from horae.kafka.consumer import KafkaConsumer
 from horae.kafka.txn import (
     LOOP_DEADLINE_S,
     HangWatch,
     TransactionalProcessor,
     TransactionFailed,
-    is_fatal,
-    leave_group,
     member_configs,
 )
-from horae.ports import SYSTEM_CLOCK, Clock, Emit, Fenced
+from horae.ports import (
+    SYSTEM_CLOCK,
+    Clock,
+    ConsumedRecord,
+    Emit,
+    Fenced,
+    RecordConsumer,
+    TopicPartitionKey,
+)
 from horae.streams.dispatcher.breaker import Breaker, trip_outputs
 from horae.streams.dispatcher.conclude import Conclusion
 from horae.streams.dispatcher.config import DispatcherConfig
@@ -63,7 +71,7 @@ from horae.streams.dispatcher.offsets import PartitionWindow
 from horae.streams.dispatcher.records import OrderHeaders, Verdict
 
 log = logging.getLogger(__name__)
-TP = tuple[str, int]
+TP = TopicPartitionKey
 
 
 @dataclass(slots=True)
@@ -132,6 +140,7 @@ class Pump:
         *,
         clock: Clock = SYSTEM_CLOCK,
         share: Callable[[float], None] | None = None,
+        consumer: RecordConsumer | None = None,
     ) -> None:
         self.config = config
         self.metrics = metrics
@@ -151,7 +160,11 @@ class Pump:
             min_poll_interval_ms=60_000,
             linger_ms=2,
         )
-        self.consumer = Consumer({**consumer_config, "fetch.wait.max.ms": 100})
+        #: the lane reader (:class:`~horae.ports.RecordConsumer`); its offsets are committed by
+        #: the committer's transactions, with its group metadata
+        self.consumer: RecordConsumer = consumer or KafkaConsumer(
+            {**consumer_config, "fetch.wait.max.ms": 100}, ends=False
+        )
         self._view = _CommitterView()
         self.txn = TransactionalProcessor(self._view, producer_config, self._rewound)
         self.breaker = Breaker(config.breaker_threshold)
@@ -218,31 +231,24 @@ class Pump:
             for thread in self._threads:
                 if thread is not threading.current_thread():
                     thread.join()  # the committer's last transaction
-            leave_group(self.consumer)  # its revocation commits what finished meanwhile
+            self.consumer.close()  # it leaves: its revocation commits what finished meanwhile
             self.txn.close()
-            self.consumer.close()
 
-    def _consume(self) -> list[Message]:
+    def _consume(self) -> list[ConsumedRecord]:
         """What librdkafka holds now, up to :data:`BATCH`; when it holds nothing, the first order
         to arrive within :data:`IDLE_WAIT_S` and what came with it. A batch consume with a
         timeout would hold an order back until the batch is full or the timeout ends."""
-        messages = self.consumer.consume(BATCH, timeout=0)
+        messages = list(self.consumer.consume(BATCH, 0))
         if messages:
             return messages
-        messages = self.consumer.consume(1, timeout=IDLE_WAIT_S)
+        messages = list(self.consumer.consume(1, IDLE_WAIT_S))
         if messages:
-            messages += self.consumer.consume(BATCH - 1, timeout=0)
+            messages += self.consumer.consume(BATCH - 1, 0)
         return messages
 
-    def _accept(self, messages: list[Message]) -> None:
-        decoded: list[tuple[Message, ev.DispatchOrder | DecodeError]] = []
-        for msg in messages:
-            err = msg.error()
-            if err is not None:
-                if is_fatal(err):
-                    raise KafkaException(err)
-                log.warning("consume error: %s", err)
-                continue
+    def _accept(self, messages: list[ConsumedRecord]) -> None:
+        decoded: list[tuple[ConsumedRecord, ev.DispatchOrder | DecodeError]] = []
+        for msg in messages:  # records only: the consumer logs error events, raises fatal ones
             try:
                 decoded.append((msg, decode(msg.value() or b"", ev.DispatchOrder)))
             except DecodeError as exc:
@@ -262,7 +268,10 @@ class Pump:
                     self._pending.append(self.router.emit(record, partition))
                     window.finished(offset)
                     continue
-                carried = OrderHeaders.from_headers(msg.headers())
+                headers = msg.headers()
+                if isinstance(headers, Mapping):
+                    headers = list(headers.items())
+                carried = OrderHeaders.from_headers(headers)
                 items.append(Item(topic, partition, offset, epoch, order, carried))
                 if order.cancel is not None:  # a cancel marker has nothing to send: finished
                     window.finished(offset)  # (the order it cancels is earlier: still open)
@@ -277,8 +286,8 @@ class Pump:
         with self._lock:
             paused, self._paused = self._paused, set()
         if paused:
-            self.consumer.resume([TopicPartition(t, p) for t, p in paused])
-        seek_to_committed(self.consumer)
+            self.consumer.resume(list(paused))
+        self.consumer.seek_committed()
         self._reset()
 
     # --- committer thread --------------------------------------------------------------------
@@ -315,7 +324,7 @@ class Pump:
         records = [r for f in live for r in f.conclusion.emits] + pending
         if not records and not points:
             return
-        offsets = [TopicPartition(t, p, point) for (t, p), (point, _) in points.items()]
+        offsets = {tp: point for tp, (point, _) in points.items()}
         try:
             self.txn.commit(records, offsets)
         except Fenced as exc:  # a newer dispatcher of this slot: no commit is possible any more
@@ -363,21 +372,20 @@ class Pump:
             self._pending.extend(emits)
 
     # --- rebalance and rewind ----------------------------------------------------------------
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, partitions: Sequence[TP]) -> None:
+        """Each partition starts at its committed offset (the consumer's default)."""
         with self._lock:
             for tp in partitions:
-                self._windows[(tp.topic, tp.partition)] = PartitionWindow()
-                self._epochs[(tp.topic, tp.partition)] = next(self._epoch_ids)
-        self._view.metadata = consumer.consumer_group_metadata()  # new generation
+                self._windows[tp] = PartitionWindow()
+                self._epochs[tp] = next(self._epoch_ids)
+        self._view.metadata = self.consumer.group_metadata()  # new generation
         self._owned_changed()
 
     def _count_partitions(self, topics: list[str]) -> int:
-        try:
-            listed = self.consumer.list_topics(timeout=10).topics
-        except KafkaException as exc:
-            log.warning("lane partitions unknown (%s): each process applies whole limits", exc)
-            return 0
-        return sum(len(listed[t].partitions) for t in topics if t in listed)
+        counts = [self.consumer.partitions(t) for t in topics]
+        if any(n is None for n in counts):
+            log.warning("lane partitions unknown: each process applies whole limits")
+        return sum(n for n in counts if n is not None)
 
     def _owned_changed(self) -> None:
         """Hand the share of lane partitions this process owns to the loop (its part of every
@@ -392,7 +400,7 @@ class Pump:
         if self._share is not None:
             self._share(share)
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, partitions: Sequence[TP]) -> None:
         """Commit what is finished, then drop the partitions. A transaction of the committer's
         in progress is waited for at most :data:`REVOKE_WAIT_S`: its offsets can wait on this
         very rebalance (the group coordinator holds a TxnOffsetCommit of a rebalancing group),
@@ -408,13 +416,12 @@ class Pump:
             log.warning("revoked while a transaction waits; its unfinished orders are redelivered")
         self._drop(partitions)
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_lost(self, partitions: Sequence[TP]) -> None:
         self._drop(partitions)
 
-    def _drop(self, partitions: list[TopicPartition]) -> None:
+    def _drop(self, partitions: Sequence[TP]) -> None:
         with self._lock:
-            for tp in partitions:
-                key = (tp.topic, tp.partition)
+            for key in partitions:
                 self._windows.pop(key, None)
                 self._epochs.pop(key, None)
                 self._paused.discard(key)
@@ -438,14 +445,15 @@ class Pump:
     # --- flow control and depth (consumer thread) ---------------------------------------------
     def _flow_control(self) -> None:
         high = self.config.max_open_per_partition
-        pause, resume = [], []
+        pause: list[TP] = []
+        resume: list[TP] = []
         with self._lock:
             for key, window in self._windows.items():
                 if key not in self._paused and window.open >= high:
-                    pause.append(TopicPartition(*key))
+                    pause.append(key)
                     self._paused.add(key)
                 elif key in self._paused and window.open < high // 2:
-                    resume.append(TopicPartition(*key))
+                    resume.append(key)
                     self._paused.discard(key)
         if pause:
             self.consumer.pause(pause)
@@ -457,13 +465,8 @@ class Pump:
         with self._lock:
             points = {tp: w.commit_point() for tp, w in self._windows.items()}
         for (topic, partition), point in points.items():
-            try:
-                _, high = self.consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), cached=True
-                )
-            except KafkaException:  # no fetch yet for this partition
-                continue
-            if high is not None and high >= 0 and point is not None:
+            high = self.consumer.end(topic, partition)  # None: no fetch yet
+            if high is not None and point is not None:
                 depth[self._lane_of[topic]] += max(0, high - point)
         for lane, n in depth.items():
             self.metrics.lane_depth.labels(lane.value).set(n)

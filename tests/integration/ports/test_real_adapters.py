@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 import psycopg
 import pytest
 from aiohttp import web
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from horae.kafka.config import client_config
@@ -115,10 +115,22 @@ class TestKafkaConsumer(RecordConsumerContract):
             producer.produce(topic, value, key, partition)
             producer.flush(30)
 
+        def commit_group(topic: str, partition: int, offset: int) -> None:
+            committer = Consumer(
+                client_config(kafka_bootstrap, {"group.id": f"{topic_prefix}consumer-{len(made)}"})
+            )
+            try:
+                committer.commit(
+                    offsets=[TopicPartition(topic, partition, offset)], asynchronous=False
+                )
+            finally:
+                committer.close()
+
         try:
             yield ConsumerRig(
-                topics, consumer, produce, lambda name: create([name], 1), topic_prefix
-            )
+                topics, consumer, produce, lambda name: create([name], 1), topic_prefix,
+                commit_group,
+            )  # fmt: skip
         finally:
             for c in made:
                 c.close()

@@ -225,13 +225,15 @@ class TransactionalLogContract:
 class ConsumerRig:
     """A consumer adapter under test: ``consumer()`` builds one (closed by the rig at the end),
     ``produce`` writes outside any transaction, ``create_topic`` makes a topic of one partition
-    (named under ``prefix``)."""
+    (named under ``prefix``), ``commit_group`` commits an offset for the group of the next
+    consumer made."""
 
     topics: dict[str, str]
     consumer: Callable[[], RecordConsumer]
     produce: Callable[[str, bytes, bytes, int], None]
     create_topic: Callable[[str], None]
     prefix: str
+    commit_group: Callable[[str, int, int], None]  # the consumers' group commits an offset
 
     @staticmethod
     def take(c: RecordConsumer, n: int, attempts: int = 60) -> list[ConsumedRecord]:
@@ -282,6 +284,21 @@ class RecordConsumerContract:
         assert all(isinstance(r.timestamp()[1], int) for r in got)
         c.close()
         c.close()
+
+    def test_a_partition_not_named_starts_at_the_groups_commit(
+        self, consumer_rig: ConsumerRig
+    ) -> None:
+        rig, topic = consumer_rig, consumer_rig.topics[IN]
+        for i in range(3):
+            rig.produce(topic, b"k", b"%d" % i, 0)
+        rig.commit_group(topic, 0, 2)  # what a transactional member of its group committed
+        c = rig.consumer()
+        c.subscribe([topic], lambda _: None, lambda _: None)
+        assert _where(rig.take(c, 1)) == [(0, 2)], "from the committed offset"
+        assert c.group_metadata() is not None
+        assert c.partitions(topic) == 2 and c.partitions(f"{rig.prefix}missing") is None
+        c.seek_committed()
+        assert _where(rig.take(c, 1)) == [(0, 2)], "back to the committed offset"
 
     def test_an_assigned_consumer_reads_the_partitions_named_to_their_end(
         self, consumer_rig: ConsumerRig

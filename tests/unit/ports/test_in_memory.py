@@ -74,6 +74,7 @@ class TestInMemoryConsumer(RecordConsumerContract):
         return ConsumerRig(
             topics, lambda: InMemoryConsumer(shared), produce,
             lambda name: shared.create_topic(name, 1), "t.",
+            lambda topic, p, offset: shared.committed.__setitem__((topic, p), offset),
         )  # fmt: skip
 
 
