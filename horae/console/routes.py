@@ -939,6 +939,7 @@ async def backfill(request: Request, who: Principal, api: Api) -> Response:
             problem=p,
         )
     confirmed = "command_id" in answer
+    grant = request.app.state.service.settings.grants().grant(who.tenant)
     return render(
         request,
         "backfill.html",
@@ -947,6 +948,7 @@ async def backfill(request: Request, who: Principal, api: Api) -> Response:
         window=window,
         cost=None if confirmed else answer,
         done=answer if confirmed else None,
+        said=words.backfill_cost(int(answer["fires"]), grant.dispatch_per_s, grant.catchup_share),
     )
 
 

@@ -224,3 +224,31 @@ def policy_words(trigger: dict[str, Any]) -> list[tuple[str, str, str]]:
         ),
     ]
     return rows
+
+
+def about(seconds: float) -> str:
+    """A duration rounded for reading: "about 30 s", "about 12 min", "about 3.5 h"."""
+    if seconds < 60:
+        return f"about {max(1, round(seconds))} s"
+    if seconds < 3600:
+        return f"about {round(seconds / 60)} min"
+    if seconds < 86_400:
+        return f"about {seconds / 3600:.1f} h".replace(".0 h", " h")
+    return f"about {seconds / 86_400:.1f} days".replace(".0 days", " days")
+
+
+def backfill_cost(fires: int, dispatch_per_s: float, catchup_share: float) -> dict[str, Any]:
+    """A backfill's cost in words: ``fires`` at the catch-up lane's rate, the tenant grant's
+    ``dispatch_per_s`` × ``catchup_share`` (the grant the dispatcher applies); ``rate`` none
+    when the grant leaves no rate (then no time is said)."""
+    rate = dispatch_per_s * catchup_share
+    shown: dict[str, Any] = {
+        "fires": f"{fires:,}",
+        "rate": f"{rate:g}/s" if rate > 0 else None,
+        "dispatch": f"{dispatch_per_s:g}/s",
+        "share": f"{catchup_share:g}",
+        "time": about(fires / rate) if rate > 0 else None,
+    }
+    if fires == 0:
+        shown["time"] = "nothing to send"
+    return shown

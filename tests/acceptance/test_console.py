@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -136,6 +136,8 @@ def console(stack: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Itera
             {A: {"hook": "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()}}
         ),
         HORAE_PROJECTOR_BATCH_MS="100",
+        # acme's dispatch grant (above the defaults: nothing is slower): its backfill cost's rate
+        HORAE_TENANT_GRANTS=json.dumps({A: {"dispatch_per_s": 20, "catchup_share": 0.25}}),
         HORAE_LOG_LEVEL="WARNING",
     )
     for name in ("HORAE_API_TOKEN_KID", "HORAE_API_HOST"):
@@ -620,3 +622,32 @@ def test_the_platform_page_lists_the_tenants(console: Console, page: Page) -> No
     page.get_by_role("link", name="Suspend…").first.click()
     expect(page.get_by_role("heading", name="Suspend tenant acme?")).to_be_visible()
     check(console, page, "platform-confirm")
+
+
+@pytest.mark.timeout(180)
+def test_backfill_shows_its_cost_at_the_catch_up_lanes_rate(console: Console, page: Page) -> None:
+    """600 fires of an every-minute schedule, at acme's grant's catch-up rate: 20/s x 0.25."""
+    body = {
+        "trigger_id": "backfillable",
+        "recurrence": {"kind": "cron", "expr": "* * * * *", "zone": "Europe/Berlin"},
+        "target": {"kind": "event", "topic": f"events.{A}"},
+    }
+    made = console.api(console.token(A, Role.AUTHOR), "POST", "/v1/schedules", json=body)
+    assert made.status_code == 201, made.text
+    sign_in(console, page, console.token(A, Role.READ, Role.AUTHOR, Role.POLICY, subject="ops"))
+    page.goto(f"{console.url}/console/schedules/backfillable")
+    page.get_by_role("link", name="Backfill", exact=True).click()
+    end = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(seconds=30)
+    start = end - timedelta(hours=10)  # 600 minutes, none on the window's edges
+    page.get_by_label("From").fill(start.isoformat().replace("+00:00", "Z"))
+    page.get_by_label("To").fill(end.isoformat().replace("+00:00", "Z"))
+    page.get_by_label("Reason").fill("replay after the outage")
+    page.get_by_role("button", name="Show the cost").click()
+    cost = page.get_by_role("region", name="The cost")
+    expect(cost.locator("#cost-summary")).to_have_text(
+        "600 fires, about 2 min at 5/s (the catch-up lane's share of your dispatch rate)."
+    )
+    expect(cost).to_contain_text("dispatch 20/s × catch-up share 0.25")
+    check(console, page, "backfill-cost")
+    page.get_by_role("button", name="Backfill 600 fires").click()
+    expect(page.locator("[role=status]")).to_contain_text("Backfill requested: 600 fires (command")
