@@ -24,6 +24,7 @@ from horae.contracts.codec import set_wire_mode, use_schema_registry
 from horae.contracts.memo import set_ingest_memo
 from horae.devstack import StackError
 from horae.kafka.connection import KafkaConnection, use_connection
+from horae.ports import Fenced
 from horae.settings import Settings, get_settings
 from horae.streams.planner.index import set_planner_index
 
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = func(settings, args)
     except KeyboardInterrupt:
         return 130
-    except (StackError, KafkaException) as exc:  # a setup problem: say what, not where
+    except (StackError, KafkaException, Fenced) as exc:  # setup problem or fenced: say what
         print(f"horae {args.command}: {exc}", file=sys.stderr)
         return 1
     return code
