@@ -425,6 +425,12 @@ class InMemoryStore:
         self.offsets: dict[TopicPartitionKey, int] = {}
         self._faults: list[str] = []
 
+    def connect(self) -> None:
+        """Nothing to open (the projector connects its store before it reads)."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
     def fail_next_apply(self, reason: str = "injected fault") -> None:
         """Make the next :meth:`apply` raise ``RuntimeError`` (nothing is written)."""
         self._faults.append(reason)

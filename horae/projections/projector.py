@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar, cast, overload
 
 import psycopg
 from confluent_kafka.admin import AdminClient
@@ -58,7 +58,7 @@ from horae.contracts.topics import Topic, events_pattern, is_events_topic, topic
 from horae.kafka.config import client_config
 from horae.kafka.consumer import KafkaConsumer
 from horae.kafka.txn import LOOP_DEADLINE_S, HangWatch
-from horae.ports import RecordConsumer, TopicPartitionKey
+from horae.ports import ReadModelStore, RecordConsumer, TopicPartitionKey
 from horae.projections.isolate import STORE_CAUSE, isolate
 from horae.projections.metrics import ProjectionMetrics
 from horae.projections.rows import PROJECTED, Batch, RecordMapper, Stage
@@ -133,10 +133,47 @@ class _Stopped(Exception):
     """Stop was requested while a refused batch waited for its next try (nothing committed)."""
 
 
-class Projector:
+class ConnectedStore(ReadModelStore, Protocol):
+    """The :class:`~horae.ports.ReadModelStore` with its connection (``ProjectionStore``;
+    :class:`~horae.testing.InMemoryStore` has nothing to open): :meth:`connect` raises
+    ``psycopg.Error`` while the database is unavailable."""
+
+    def connect(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=ConnectedStore)
+
+
+class Projector(Generic[S]):
     """See the module docstring. ``on_batch`` is called after each committed batch. It reads
     through a :class:`~horae.ports.RecordConsumer` (``consumer``; by default a
-    :class:`~horae.kafka.consumer.KafkaConsumer` of the config's, made by :meth:`run`)."""
+    :class:`~horae.kafka.consumer.KafkaConsumer` of the config's, made by :meth:`run`) into a
+    store (``store``; by default the config's PostgreSQL schema)."""
+
+    @overload
+    def __init__(
+        self: Projector[ProjectionStore],
+        config: ProjectorConfig,
+        metrics: ProjectionMetrics | None = None,
+        codec: Codec | None = None,
+        on_batch: BatchHook | None = None,
+        consumer: RecordConsumer | None = None,
+        store: None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Projector[S],
+        config: ProjectorConfig,
+        metrics: ProjectionMetrics | None = None,
+        codec: Codec | None = None,
+        on_batch: BatchHook | None = None,
+        consumer: RecordConsumer | None = None,
+        *,
+        store: S,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -145,6 +182,7 @@ class Projector:
         codec: Codec | None = None,
         on_batch: BatchHook | None = None,
         consumer: RecordConsumer | None = None,
+        store: Any = None,
     ) -> None:
         self.config = config
         self._given_consumer = consumer
@@ -156,8 +194,13 @@ class Projector:
             for t, (_, stage) in PROJECTED.items()
             if t not in _PER_TENANT
         }
-        self.store = ProjectionStore(
-            config.database_url, config.schema, stage_topics=self.stage_topics
+        self.store: S = (  # the overloads: S is ProjectionStore when no store is given
+            store
+            if store is not None
+            else cast(
+                S,
+                ProjectionStore(config.database_url, config.schema, stage_topics=self.stage_topics),
+            )
         )
         self.stats = ProjectorStats()
         self.on_batch = on_batch
