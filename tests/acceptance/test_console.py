@@ -651,3 +651,61 @@ def test_backfill_shows_its_cost_at_the_catch_up_lanes_rate(console: Console, pa
     check(console, page, "backfill-cost")
     page.get_by_role("button", name="Backfill 600 fires").click()
     expect(page.locator("[role=status]")).to_contain_text("Backfill requested: 600 fires (command")
+
+
+@pytest.mark.timeout(240)
+def test_the_cron_builder_writes_the_expression_and_the_preview_follows(
+    console: Console, page: Page
+) -> None:
+    """Presets and the five fields write the Cron field; the next instants (the API's dry-run)
+    and, on the edit form, the diff follow; the builder's own controls are never submitted."""
+    author = console.token(A, Role.AUTHOR)
+    sign_in(console, page, author)
+    page.get_by_role("link", name="New schedule").click()
+    builder = page.get_by_role("group", name="Cron builder")
+    expect(builder).to_be_visible()  # console.js shows it
+    cron = page.get_by_label("Cron", exact=True)
+    preview = page.locator("#preview-table tbody tr")
+    page.get_by_label("Id", exact=True).fill("built")
+    page.get_by_label("Time zone").fill("Europe/Berlin")
+    page.get_by_label("Preset").select_option(label="weekdays (Monday to Friday) at HH:MM")
+    page.get_by_label("At (HH:MM").fill("07:30")
+    expect(cron).to_have_value("30 7 * * 1-5")
+    expect(builder.get_by_label("Day of week")).to_have_value("1-5")
+    expect(preview).to_have_count(10)
+    expect(preview.first).to_contain_text(re.compile(r"07:30:00[+]0[12]:00"))
+    page.get_by_label("Preset").select_option(label="every N minutes")
+    every = page.get_by_label("Every N minutes")
+    every.focus()  # by keyboard: the number typed, Tab to the next control
+    page.keyboard.press("Control+A")
+    page.keyboard.type("20")
+    page.keyboard.press("Tab")
+    expect(cron).to_have_value("*/20 * * * *")
+    expect(preview.nth(1)).to_contain_text(re.compile(r":[024]0:00[+]"))
+    builder.get_by_label("Hour").fill("9-17")  # a field of its own: the preset is custom
+    expect(page.get_by_label("Preset")).to_have_value("custom")
+    expect(cron).to_have_value("*/20 9-17 * * *")
+    expect(preview.first).to_contain_text(re.compile(r"T(09|1[0-7]):[024]0:00[+]"))
+    cron.fill("0 12 1 * *")  # typed in the Cron field: the builder's fields follow
+    expect(builder.get_by_label("Day of month")).to_have_value("1")
+    expect(preview.first).to_contain_text(re.compile(r"-01T12:00:00[+]"))
+    page.get_by_label("Preset").select_option(label="daily at HH:MM")
+    page.get_by_label("At (HH:MM").fill("06:05")
+    expect(cron).to_have_value("5 6 * * *")
+    expect(preview.first).to_contain_text("06:05:00+")
+    check(console, page, "create-builder")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("[role=status]")).to_contain_text("Created version 1")
+    stored = console.api(author, "GET", "/v1/schedules/built").json()
+    assert stored["recurrence"]["expr"] == "5 6 * * *", stored
+
+    page.get_by_role("link", name="Edit", exact=True).click()  # the edit form has it too
+    expect(page.get_by_role("group", name="Cron builder").get_by_label("Hour")).to_have_value("6")
+    expect(page.locator("#diff-summary")).to_contain_text("0 added")
+    page.get_by_label("Preset").select_option(label="weekly on a day at HH:MM")
+    page.get_by_label("On", exact=True).select_option(label="Saturday")
+    page.get_by_label("At (HH:MM").fill("06:05")
+    expect(cron).to_have_value("5 6 * * 6")
+    expect(page.locator("#diff-summary")).to_contain_text("removed")
+    expect(page.locator("#preview-table tbody tr").first).to_contain_text("06:05:00")
+    check(console, page, "edit-builder")

@@ -291,3 +291,15 @@ def test_no_page_shows_text_a_link_made_up() -> None:
         "/console/schedules/nightly/act", data={"act": "run", "csrf": csrf}, follow_redirects=True
     )
     assert "Run now: requested (command" in done.text
+
+
+def test_the_cron_builder_is_on_both_forms_and_never_submitted() -> None:
+    api = seeded()
+    signed_in(api, "acme", "author", "read")
+    for path in ("/console/new", "/console/schedules/nightly/edit"):
+        page = api.client.get(path).text
+        builder = re.search(r'<fieldset id="cron-builder".*?</fieldset>', page, re.S)
+        assert builder is not None, path
+        assert " name=" not in builder[0]  # only the expression it writes is submitted
+        ids = re.findall(r'<(?:input|select) id="([^"]+)"', builder[0])
+        assert len(ids) == 11 and all(f'<label for="{i}">' in builder[0] for i in ids), ids
