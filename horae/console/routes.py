@@ -948,7 +948,7 @@ async def backfill(request: Request, who: Principal, api: Api) -> Response:
         window=window,
         cost=None if confirmed else answer,
         done=answer if confirmed else None,
-        said=words.backfill_cost(int(answer["fires"]), grant.dispatch_per_s, grant.catchup_share),
+        said=words.backfill_cost(int(answer["fires"]), grant.dispatch_per_s),
     )
 
 

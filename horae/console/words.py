@@ -228,27 +228,29 @@ def policy_words(trigger: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def about(seconds: float) -> str:
     """A duration rounded for reading: "about 30 s", "about 12 min", "about 3.5 h"."""
+    return f"about {rounded(seconds)}"
+
+
+def rounded(seconds: float) -> str:
+    """A duration rounded for reading: "30 s", "12 min", "3.5 h", "2 days"."""
     if seconds < 60:
-        return f"about {max(1, round(seconds))} s"
+        return f"{max(1, round(seconds))} s"
     if seconds < 3600:
-        return f"about {round(seconds / 60)} min"
+        return f"{round(seconds / 60)} min"
     if seconds < 86_400:
-        return f"about {seconds / 3600:.1f} h".replace(".0 h", " h")
-    return f"about {seconds / 86_400:.1f} days".replace(".0 days", " days")
+        return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
+    return f"{seconds / 86_400:.1f} days".replace(".0 days", " days")
 
 
-def backfill_cost(fires: int, dispatch_per_s: float, catchup_share: float) -> dict[str, Any]:
-    """A backfill's cost in words: ``fires`` at the catch-up lane's rate, the tenant grant's
-    ``dispatch_per_s`` × ``catchup_share`` (the grant the dispatcher applies); ``rate`` none
-    when the grant leaves no rate (then no time is said)."""
-    rate = dispatch_per_s * catchup_share
+def backfill_cost(fires: int, dispatch_per_s: float) -> dict[str, Any]:
+    """A backfill's cost in words: ``fires`` at the fastest the dispatcher sends them, the
+    tenant grant's ``dispatch_per_s`` (a backfill order takes a token of it, and only when no
+    on-time or catch-up work of the tenant can go: :mod:`horae.streams.dispatcher.admission`),
+    so the time said is the least it takes; ``rate`` none when the grant leaves no rate (then
+    no time is said)."""
     shown: dict[str, Any] = {
         "fires": f"{fires:,}",
-        "rate": f"{rate:g}/s" if rate > 0 else None,
-        "dispatch": f"{dispatch_per_s:g}/s",
-        "share": f"{catchup_share:g}",
-        "time": about(fires / rate) if rate > 0 else None,
+        "rate": f"{dispatch_per_s:g}/s" if dispatch_per_s > 0 else None,
+        "time": rounded(fires / dispatch_per_s) if dispatch_per_s > 0 and fires else None,
     }
-    if fires == 0:
-        shown["time"] = "nothing to send"
     return shown

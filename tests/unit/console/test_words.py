@@ -35,11 +35,11 @@ def test_schedule_and_policy_words() -> None:
     assert "latest missed instant" in rows["misfire"] and "1 day" in rows["horizon_s"]
 
 
-def test_backfill_cost_at_the_catch_up_lanes_rate() -> None:
-    said = backfill_cost(1440, 10.0, 0.2)
-    assert (said["fires"], said["time"], said["rate"]) == ("1,440", "about 12 min", "2/s")
-    assert backfill_cost(7, 10.0, 0.2)["time"] == "about 4 s"
-    assert backfill_cost(36_000, 5.0, 0.5)["time"] == "about 4 h"
-    assert backfill_cost(100, 3.0, 0.1)["rate"] == "0.3/s"
-    assert backfill_cost(0, 10.0, 0.2)["time"] == "nothing to send"
-    assert backfill_cost(5, 10.0, 0.0)["rate"] is None  # no catch-up rate granted: no time said
+def test_backfill_cost_at_the_tenants_dispatch_rate() -> None:
+    said = backfill_cost(1440, 2.0)
+    assert (said["fires"], said["time"], said["rate"]) == ("1,440", "12 min", "2/s")
+    assert backfill_cost(7, 10.0)["time"] == "1 s"
+    assert backfill_cost(36_000, 2.5)["time"] == "4 h"
+    assert backfill_cost(100, 0.3)["rate"] == "0.3/s"
+    assert backfill_cost(0, 10.0)["time"] is None  # "nothing to send"
+    assert backfill_cost(5, 0.0)["rate"] is None  # no dispatch rate granted: no time said
