@@ -44,10 +44,10 @@ from aiohttp import web
 from confluent_kafka import Producer
 
 from horae.contracts import events as ev
-from horae.contracts.admin import Plan, admin_client, apply, delete_under
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, fire_partition, topic_name
 from horae.domain.keys import FireKey
+from horae.kafka.admin import Plan, admin_client, apply, delete_under
 from horae.kafka.config import client_config
 from horae.settings import get_settings
 

@@ -58,9 +58,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from horae.cli.common import require_services
 from horae.contracts import events as ev
 from horae.contracts import signing
-from horae.contracts.admin import Plan, admin_client, apply, delete_under
 from horae.contracts.codec import decode, encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
+from horae.kafka.admin import Plan, admin_client, apply, delete_under
 from horae.kafka.config import client_config
 from horae.ports import WallClock
 from horae.settings import get_settings

@@ -48,10 +48,7 @@ NAMES = ("time core", "contracts and ports", "settings", "adapters", "processes"
 #: upward imports that are known and waiting, (importer or its package, imported) with what
 #: removes it; the test fails when one of them is gone (delete its line) as well as when a new
 #: one appears
-PENDING: Mapping[tuple[str, str], str] = {
-    ("horae.contracts.admin", "horae.kafka.admin"): "the name left for worker.py, bench/ and "
-    "tests/acceptance/test_console.py: they import horae.kafka.admin, then the module goes",
-}
+PENDING: Mapping[tuple[str, str], str] = {}
 
 
 def modules() -> dict[str, Path]:
