@@ -94,3 +94,13 @@ def test_bad_enum_symbol_index() -> None:
 def test_encode_refuses_a_non_event() -> None:
     with pytest.raises(TypeError):
         Codec().encode(ev.Signature("k", "v"))  # type: ignore[arg-type]
+
+
+def test_warm_resolves_the_writer_schema_a_first_record_would_pay_for() -> None:
+    codec = Codec()
+    sid = codec.ids.writer_id(ev.DispatchOrder)
+    assert sid not in codec._writers
+    codec.warm([ev.DispatchOrder])
+    assert codec._writers[sid][0] is ev.DispatchOrder
+    order = next(s for s in all_samples() if isinstance(s, ev.DispatchOrder))
+    assert codec.decode(codec.encode(order), ev.DispatchOrder) == order
