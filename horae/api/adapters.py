@@ -9,7 +9,7 @@ import asyncio
 import base64
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -200,6 +200,11 @@ class PostgresHistory:
     ) -> Page:
         page = self._q(self.queries.fires, tenant, trigger_id, since, until, states, limit, cursor)
         return _page(page)
+
+    def last_fires(
+        self, tenant: str, trigger_ids: Sequence[str], before: datetime
+    ) -> dict[str, Mapping[str, Any]]:
+        return dict(self._q(self.queries.last_fires, tenant, trigger_ids, before))
 
     def fire(self, tenant: str, fire_key: str) -> FireStory | None:
         found = self._q(self.queries.fire, tenant, fire_key)

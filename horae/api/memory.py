@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -156,6 +157,16 @@ class MemoryBackend:
             key=lambda r: (r["scheduled_at"], r["fire_key"]),
         )
         return _page(rows, limit, cursor)
+
+    def last_fires(
+        self, tenant: str, trigger_ids: Sequence[str], before: datetime
+    ) -> dict[str, Mapping[str, Any]]:
+        last: dict[str, Mapping[str, Any]] = {}
+        wanted = set(trigger_ids)
+        for r in sorted(self.fire_rows, key=lambda r: (r["scheduled_at"], r["fire_key"])):
+            if r["tenant"] == tenant and r["trigger_id"] in wanted and r["scheduled_at"] < before:
+                last[r["trigger_id"]] = r
+        return last
 
     def fire(self, tenant: str, fire_key: str) -> FireStory | None:
         for r in self.fire_rows:

@@ -9,7 +9,7 @@ plain dicts of JSON-able values or datetimes (the API renders datetimes as RFC 3
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -145,6 +145,13 @@ class HistorySource(Protocol):
         limit: int,
         cursor: str | None,
     ) -> Page: ...
+
+    def last_fires(
+        self, tenant: str, trigger_ids: Sequence[str], before: datetime
+    ) -> dict[str, Mapping[str, Any]]:
+        """The latest fire (a row as :meth:`fires` gives) scheduled before ``before`` of each of
+        ``trigger_ids`` that has one, by trigger id; of ``tenant`` only."""
+        ...
 
     def fire(self, tenant: str, fire_key: str) -> FireStory | None: ...
 

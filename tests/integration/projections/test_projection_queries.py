@@ -147,3 +147,16 @@ def test_an_event_target_reports_its_decision_lateness(
     assert (total["fires"], total["max"], total["missed"]) == (2, 14.0, 1)
     [per] = queries.lateness_by_trigger("acme", START, START + timedelta(hours=1))
     assert (per.trigger_id, per.fires) == ("ping", 2)
+
+
+@pytest.mark.usefixtures("history_rows")
+def test_the_last_fire_of_each_trigger_in_one_statement(queries: HistoryQueries) -> None:
+    before = START + timedelta(minutes=30)
+    last = queries.last_fires("acme", ["nightly", "hourly", "nobody"], before)
+    assert list(last) == ["nightly"]  # the others have no fire
+    assert last["nightly"]["scheduled_at"] == START + timedelta(minutes=29)  # before, not at
+    assert queries.last_fires("acme", ["nightly"], START) == {}
+    latest = queries.last_fires("acme", ["nightly"], START + timedelta(days=1))["nightly"]
+    assert latest["scheduled_at"] == START + timedelta(minutes=49)
+    assert latest == queries.fires("acme", "nightly", START, START + timedelta(days=1)).items[-1]
+    assert queries.last_fires("globex", ["nightly"], before)["nightly"]["tenant"] == "globex"
