@@ -298,24 +298,9 @@ def replicated_kafka() -> Iterator[dict[str, str]]:
     """A private 3-broker KRaft cluster (every node also a controller; Horae's topics on it get
     replication factor 3 and ``min.insync.replicas`` 2, its producers ``acks=all``): the
     environment a Horae process needs to use it as its admin. Stopped and removed after."""
-    from horae.devstack.kafka import KafkaCluster
-    from horae.devstack.stack import LocalStack
-    from horae.settings import DevSettings, Settings
+    from horae.devstack.private import private_cluster
 
-    kport, cport, pport, *extra = (_free_port() for _ in range(7))
-    dev = DevSettings(
-        kafka_port=kport,
-        kafka_controller_port=cport,
-        postgres_port=pport,
-        brokers=3,
-        kafka_node_ports=extra,
-    )
-    home = Path(tempfile.mkdtemp(prefix="horae-bench-3b-"))
-    settings = Settings(kafka_bootstrap=None, database_url=None, dev=dev)
-    kafka = LocalStack.from_settings(settings, state_dir=home).kafka
-    assert isinstance(kafka, KafkaCluster)
-    try:
-        kafka.start()
+    with private_cluster("horae-bench-3b-") as kafka:
         admin = kafka.admin
         assert admin is not None
         yield dict(
@@ -326,11 +311,6 @@ def replicated_kafka() -> Iterator[dict[str, str]]:
             HORAE_KAFKA_SECURITY_PROTOCOL=kafka.connection().security_protocol,
             HORAE_TOPIC_REPLICATION_FACTOR="3",
         )
-    finally:
-        try:
-            kafka.stop()
-        finally:
-            shutil.rmtree(home, ignore_errors=True)
 
 
 @contextlib.contextmanager

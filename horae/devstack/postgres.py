@@ -22,7 +22,7 @@ from pathlib import Path
 
 from horae.devstack import StackError
 from horae.devstack.probe import database_healthy
-from horae.devstack.procs import port_open, require_free, tail, wait_until
+from horae.devstack.procs import alive, port_open, require_free, tail, wait_until
 from horae.devstack.tls import Material
 
 DB_USER = "horae"
@@ -178,8 +178,12 @@ class PostgresCluster:
                 conn.execute(f'create database "{DB_NAME}"')
 
     def stop(self) -> None:
-        if not (self.data_dir / "postmaster.pid").exists():
+        pid_file = self.data_dir / "postmaster.pid"
+        if not pid_file.exists():
             return
+        first = pid_file.read_text().split("\n", 1)[0].strip()
         bindir = self._bindir()
         self._run(bindir, "pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
         wait_until(lambda: not port_open(self.port), 30)
+        if first.isdigit():  # pg_ctl returns once the pid file is gone, the process soon after
+            wait_until(lambda: not alive(int(first)), 30)

@@ -18,10 +18,8 @@ private one started here (free ports, a temporary state directory, removed after
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,12 +32,12 @@ from horae.contracts import events as ev
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic
 from horae.devstack.kafka import KafkaCluster, KafkaNode
+from horae.devstack.private import private_cluster
 from horae.devstack.procs import alive
 from horae.devstack.stack import LocalStack
 from horae.kafka.admin import Plan, admin_client, apply, delete_under
 from horae.kafka.config import client_config
 from horae.kafka.connection import use_connection
-from horae.settings import DevSettings, Settings
 from horae.streams.planner.clock import ensure_clock_topic
 from tests.integration.planner.harness import (
     PARTITIONS,
@@ -49,7 +47,6 @@ from tests.integration.planner.harness import (
     duplicates,
     ledger,
 )
-from tests.net import free_ports
 from tests.waiting import wait_until
 
 TRIGGERS = [f"bk-{i}" for i in range(6)]
@@ -71,41 +68,22 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         assert isinstance(local.kafka, KafkaCluster)
         yield Cluster(local.kafka, {})
         return
-    kport, cport, pport, *extra = free_ports(7)
-    settings = Settings(
-        kafka_bootstrap=None,
-        database_url=None,
-        dev=DevSettings(
-            kafka_port=kport,
-            kafka_controller_port=cport,
-            postgres_port=pport,
-            brokers=3,
-            kafka_node_ports=extra,
-        ),
-    )
-    state_dir = Path(tempfile.mkdtemp(prefix=f"horae-3b-{os.getpid()}-"))
-    kafka = LocalStack.from_settings(settings, state_dir=state_dir).kafka
-    assert isinstance(kafka, KafkaCluster)
-    try:
-        kafka.start()
+    with private_cluster(f"horae-3b-{os.getpid()}-") as kafka:
         admin = kafka.admin
         assert admin is not None
         connection = kafka.connection().as_user(admin)
         use_connection(connection)  # this process's clients (the harness's reads) too
-        yield Cluster(
-            kafka,
-            {
-                "HORAE_KAFKA_USERNAME": admin.username,
-                "HORAE_KAFKA_PASSWORD": admin.password,
-                "HORAE_KAFKA_SECURITY_PROTOCOL": connection.security_protocol,
-            },
-        )
-    finally:
-        use_connection(None)
         try:
-            kafka.stop()
+            yield Cluster(
+                kafka,
+                {
+                    "HORAE_KAFKA_USERNAME": admin.username,
+                    "HORAE_KAFKA_PASSWORD": admin.password,
+                    "HORAE_KAFKA_SECURITY_PROTOCOL": connection.security_protocol,
+                },
+            )
         finally:
-            shutil.rmtree(state_dir, ignore_errors=True)
+            use_connection(None)
 
 
 @dataclass

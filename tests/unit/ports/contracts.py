@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 
@@ -38,8 +38,19 @@ from horae.ports import (
     ZoneSource,
 )
 from horae.projections.rows import Batch, RecordMapper, Stage
+from tests.waiting import wait_until
 
 IN, OUT = "in", "out"  # suffixes of the two topics a log rig creates (2 partitions each)
+
+
+def visible(rig: LogRig, topic: str, partition: int, n: int) -> list[Any]:
+    """The committed records of ``topic[partition]`` once at least ``n`` are visible: on Kafka a
+    commit's (or an abort's) markers reach the partition shortly after the call returns."""
+    return wait_until(
+        lambda: got if len(got := list(rig.reader.read(topic, partition))) >= n else None,
+        timeout_s=30,
+        message=f"fewer than {n} committed records on {topic}[{partition}]",
+    )
 
 
 @dataclass
@@ -88,7 +99,7 @@ class TransactionalLogContract:
         positions = log.positions()
         assert positions[(rig.topics[IN], 0)] == 3
         log.commit([Emit(rig.topics[OUT], b"k", b"out", 1)], positions)
-        out = list(rig.reader.read(rig.topics[OUT], 1))
+        out = visible(rig, rig.topics[OUT], 1, 1)
         assert [(r.key(), r.value(), r.offset()) for r in out] == [(b"k", b"out", 0)]
         log.close()
         rig.produce(rig.topics[IN], b"k3", b"v3", 0)
@@ -113,7 +124,7 @@ class TransactionalLogContract:
             again = rig.take(log, 2)
             assert [r.value() for r in again] == [b"1", b"2"], "rewound to the last commit"
             log.commit([good], log.positions())
-            assert [r.value() for r in rig.reader.read(rig.topics[OUT], 0)] == [b"lost"]
+            assert [r.value() for r in visible(rig, rig.topics[OUT], 0, 1)] == [b"lost"]
         finally:
             log.close()
 
@@ -176,7 +187,7 @@ class TransactionalLogContract:
             assert rig.rewinds == [], "a fenced member is not rewound"
             assert [r.value() for r in rig.take(newer, 1)] == [b"v"]
             newer.commit([Emit(rig.topics[OUT], b"k", b"newer", 0)], newer.positions())
-            assert [r.value() for r in rig.reader.read(rig.topics[OUT], 0)] == [b"newer"]
+            assert [r.value() for r in visible(rig, rig.topics[OUT], 0, 1)] == [b"newer"]
         finally:
             zombie.close()
             newer.close()
@@ -189,7 +200,7 @@ class TransactionalLogContract:
         assert list(rig.reader.read(out, 0)) == []
         rig.produce(out, b"k", b"kept", 0)
         rig.abort(out, b"k", b"aborted again", 0)
-        read = list(rig.reader.read(out, 0))
+        read = visible(rig, out, 0, 1)
         assert [r.value() for r in read] == [b"kept"]
         assert (read[0].offset() or 0) >= after_abort
         assert rig.reader.end(out, 0) > (read[0].offset() or 0) + 1
