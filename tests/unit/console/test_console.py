@@ -244,6 +244,9 @@ def test_platform_page_for_a_platform_token_only() -> None:
     token = api.token("platform", ["platform"])
     done = api.client.post("/console/login", data={"nonce": nonce[1], "token": token})
     assert done.url.path == "/console/platform" and 'data-tenant="globex"' in done.text
+    acme = text(done).split("acme", 1)[1]  # its row: every field of the grant, defaults filled
+    assert "172800 s" in acme and "Sends at once" in text(done)
+    assert '<td class="num">64</td>' in acme.split("</tr>", 1)[0]
     csrf = re.search(r'name="csrf" value="([^"]+)"', done.text)
     assert csrf is not None
     confirm = api.client.get("/console/platform/acme/confirm?suspend=1")
