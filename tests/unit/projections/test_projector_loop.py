@@ -6,11 +6,10 @@ is reached though no record lies there); a member resumes after the offsets its 
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
 
-from horae.contracts import events as ev
 from horae.contracts.codec import encode
 from horae.contracts.topics import Topic, topic_name
+from horae.projections import synthetic
 from horae.projections.projector import Projector, ProjectorConfig
 from horae.projections.rows import PROJECTED, ApplyResult, Batch, Stage
 from horae.testing import InMemoryConsumer, InMemoryLog, InMemoryStore
@@ -38,15 +37,7 @@ def _log() -> InMemoryLog:
 
 
 def _audit(log: InMemoryLog, n: int, partition: int) -> None:
-    entry = ev.AuditEntry(
-        audit_id=f"a{partition}-{n}",
-        tenant="acme",
-        principal="tester",
-        role=ev.Role.AUTHOR,
-        action="backfill.request",
-        at=datetime(2026, 1, 1, tzinfo=UTC),
-        allowed=True,
-    )
+    entry = synthetic.audit("acme", 1000 * partition + n)  # an id of its own per partition
     log.produce(AUDIT, b"acme", encode(entry), partition)
 
 
