@@ -489,9 +489,12 @@ async def act(request: Request, who: Principal, api: Api) -> Response:
 # --- history -------------------------------------------------------------------------------
 def _window(request: Request, back: timedelta, ahead: timedelta) -> tuple[str, str]:
     q = request.query_params
-    now = now_of(request).replace(microsecond=0)
-    start = q.get("from") or (now - back).isoformat().replace("+00:00", "Z")
-    end = q.get("to") or (now + ahead).isoformat().replace("+00:00", "Z")
+    now = now_of(request)
+    floor = now.replace(microsecond=0)
+    # ``to`` is exclusive: rounded up, a fire due earlier in this second is in the window
+    ceil = floor if floor == now else floor + timedelta(seconds=1)
+    start = q.get("from") or (floor - back).isoformat().replace("+00:00", "Z")
+    end = q.get("to") or (ceil + ahead).isoformat().replace("+00:00", "Z")
     return start, end
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import datetime, timedelta
 
 import pytest
 from fastapi.routing import APIRoute
@@ -306,3 +307,15 @@ def test_the_cron_builder_is_on_both_forms_and_never_submitted() -> None:
         assert " name=" not in builder[0]  # only the expression it writes is submitted
         ids = re.findall(r'<(?:input|select) id="([^"]+)"', builder[0])
         assert len(ids) == 11 and all(f'<label for="{i}">' in builder[0] for i in ids), ids
+
+
+def test_the_default_window_ends_after_now() -> None:
+    """``to`` is exclusive: a window ending at now rounded down would leave out a fire due
+    earlier in the same second (the morning after a fresh schedule showed "nothing was due")."""
+    api = seeded()
+    signed_in(api)
+    api.clock.now = api.clock.now.replace(microsecond=0) + timedelta(milliseconds=400)
+    page = api.client.get("/console/morning")
+    until = re.search(r'name="to" value="([^"]+)"', page.text)
+    assert until is not None
+    assert datetime.fromisoformat(until[1].replace("Z", "+00:00")) > api.clock.now
