@@ -30,6 +30,9 @@ from horae.contracts.events import Role
 from horae.contracts.grants import DEFAULT_ROLES, Grants, TenantGrant
 from horae.paths import default_cache_dir, default_state_dir
 
+#: Where a worker's ``/metrics`` listens unless told otherwise: loopback only.
+METRICS_HOST = "127.0.0.1"
+
 #: The shape of the tenants' definition keys once read: tenant -> key id -> key bytes.
 TenantKeyBytes = dict[str, dict[str, bytes]]
 
@@ -66,7 +69,13 @@ class PlannerSettings(BaseSettings):
     max_skew_s: float = Field(default=2.0, description="clock gate bound against the broker")
     session_timeout_ms: int = Field(default=10_000, description="consumer group session timeout")
     metrics_port: int = Field(
-        default=0, description="serve /metrics on 127.0.0.1 at this port; 0: not served"
+        default=0, description="serve /metrics at this port (on metrics_host); 0: not served"
+    )
+    metrics_host: str = Field(
+        default=METRICS_HOST,
+        description="address /metrics listens on (metrics_port): loopback by default; 0.0.0.0 "
+        "(or ::) for a scraper outside the process's network namespace (a pod's, where the "
+        "chart sets it)",
     )
     overlap_attempt_s: float = Field(
         default=30.0,
@@ -112,7 +121,13 @@ class DispatcherSettings(BaseSettings):
         "(default: host name)",
     )
     metrics_port: int = Field(
-        default=0, description="serve /metrics on 127.0.0.1 at this port; 0: not served"
+        default=0, description="serve /metrics at this port (on metrics_host); 0: not served"
+    )
+    metrics_host: str = Field(
+        default=METRICS_HOST,
+        description="address /metrics listens on (metrics_port): loopback by default; 0.0.0.0 "
+        "(or ::) for a scraper outside the process's network namespace (a pod's, where the "
+        "chart sets it)",
     )
     callback_port: int | None = Field(
         default=None,
@@ -171,7 +186,13 @@ class ProjectorSettings(BaseSettings):
         "rebalance), unique per running projector; unset: dynamic membership",
     )
     metrics_port: int = Field(
-        default=0, description="serve /metrics on 127.0.0.1 at this port; 0: not served"
+        default=0, description="serve /metrics at this port (on metrics_host); 0: not served"
+    )
+    metrics_host: str = Field(
+        default=METRICS_HOST,
+        description="address /metrics listens on (metrics_port): loopback by default; 0.0.0.0 "
+        "(or ::) for a scraper outside the process's network namespace (a pod's, where the "
+        "chart sets it)",
     )
 
 

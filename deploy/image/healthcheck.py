@@ -7,7 +7,8 @@ first argument names it. Then:
 - ``api``: ``GET /readyz`` (Kafka and PostgreSQL answer) on ``--port`` / ``HORAE_API_PORT``
   (default 8089); with ``--live``, ``GET /healthz`` (the process serves).
 - ``planner``, ``dispatcher``, ``projector``: ``GET /metrics`` on ``--metrics-port`` /
-  ``HORAE_<PROCESS>_METRICS_PORT`` (the process serves its registry; a hung loop ends the
+  ``HORAE_<PROCESS>_METRICS_PORT``, at ``--metrics-host`` / ``HORAE_<PROCESS>_METRICS_HOST``
+  (loopback when unset or a wildcard) (the process serves its registry; a hung loop ends the
   process by itself, status 70). Without a metrics port, healthy while the process runs.
 - anything else (``migrate``, ``topics apply``, a one-shot command): healthy while it runs.
 
@@ -58,6 +59,15 @@ def _get(url: str) -> tuple[bool, str]:
         return False, f"{url}: {exc}"
 
 
+def _reachable(host: str | None) -> str:
+    """Where to ask a server listening on ``host``: loopback for a wildcard (or unset)."""
+    if not host or host == "0.0.0.0":
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
 def probe(argv: list[str]) -> tuple[bool, str]:
     live = "--live" in argv
     named = [a for a in argv if not a.startswith("--")]
@@ -71,7 +81,10 @@ def probe(argv: list[str]) -> tuple[bool, str]:
         port = _flag(args, "--metrics-port") or os.environ.get(env) or "0"
         if port == "0":
             return True, f"{command}: running ({env} unset: no endpoint to ask)"
-        return _get(f"http://127.0.0.1:{port}/metrics")
+        host = _flag(args, "--metrics-host") or os.environ.get(
+            f"HORAE_{command.upper()}_METRICS_HOST"
+        )
+        return _get(f"http://{_reachable(host)}:{port}/metrics")
     return True, f"{command or 'process'}: running"
 
 

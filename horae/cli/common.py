@@ -27,7 +27,7 @@ from pydantic_settings import BaseSettings
 from horae.devstack import StackError
 from horae.devstack.probe import database_healthy, kafka_healthy
 from horae.devstack.stack import LocalStack
-from horae.settings import SECTIONS, Settings, env_name
+from horae.settings import METRICS_HOST, SECTIONS, Settings, env_name
 
 #: argparse dest of a generated flag: ``setting:<section>.<field>``, or ``setting:<field>``
 _DEST = "setting:"
@@ -124,11 +124,11 @@ def require_services(settings: Settings, need_database: bool = True) -> tuple[st
     return endpoints.kafka_bootstrap, endpoints.database_url if need_database else ""
 
 
-def serve_metrics(port: int, registry: CollectorRegistry) -> None:
-    """Serve ``registry`` on ``http://127.0.0.1:<port>/metrics`` from a daemon thread; port 0:
-    not served (every process's ``metrics_port`` means the same)."""
+def serve_metrics(port: int, registry: CollectorRegistry, host: str = METRICS_HOST) -> None:
+    """Serve ``registry`` on ``http://<host>:<port>/metrics`` from a daemon thread; port 0:
+    not served (every process's ``metrics_port`` and ``metrics_host`` mean the same)."""
     if port:
-        start_http_server(port, addr="127.0.0.1", registry=registry)
+        start_http_server(port, addr=host, registry=registry)
 
 
 def ensure_topics(settings: Settings, bootstrap: str, tenants: tuple[str, ...] = ()) -> None:

@@ -62,7 +62,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         callback_port=mine.callback_port,
         callback_host=mine.callback_host,
     )
-    serve_metrics(mine.metrics_port, dispatcher.metrics.registry)
+    serve_metrics(mine.metrics_port, dispatcher.metrics.registry, mine.metrics_host)
     stop = threading.Event()
     stop_on_signals(stop, drain_s("dispatcher", settings))
     dispatcher.run(stop)

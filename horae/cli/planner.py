@@ -50,7 +50,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         txn_max_s=mine.txn_max_ms / 1000.0,
     )
     planner = Planner(config, gc=FreezeAfterRebuild())
-    serve_metrics(mine.metrics_port, planner.metrics.registry)
+    serve_metrics(mine.metrics_port, planner.metrics.registry, mine.metrics_host)
     stop = threading.Event()
     stop_on_signals(stop, drain_s("planner", settings))
     planner.run(stop)

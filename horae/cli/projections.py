@@ -154,7 +154,7 @@ def run_projector(settings: Settings, args: argparse.Namespace) -> int:
     if mine.instance_id:
         config.consumer_overrides["group.instance.id"] = mine.instance_id
     metrics = ProjectionMetrics()
-    serve_metrics(mine.metrics_port, metrics.registry)
+    serve_metrics(mine.metrics_port, metrics.registry, mine.metrics_host)
     stop = threading.Event()
     stop_on_signals(stop, drain_s("projector", settings))
     projector = Projector(config, metrics)

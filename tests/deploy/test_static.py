@@ -18,7 +18,7 @@ from tests.deploy.tools import DEPLOY, deploy_tools, run
 CHART = DEPLOY / "helm" / "horae"
 VALUE_SETS = sorted((CHART / "ci").glob("*-values.yaml"))
 # custom resources whose schemas Kubernetes does not ship (Prometheus operator, Strimzi)
-CUSTOM_KINDS = "ServiceMonitor,KafkaTopic,KafkaUser"
+CUSTOM_KINDS = "ServiceMonitor,PodMonitor,KafkaTopic,KafkaUser"
 
 
 def _kubeconform(paths: list[Path]) -> str:
