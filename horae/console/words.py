@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from horae.delivery.table import describe
 from horae.domain.cron import MACROS
 
 DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
@@ -139,9 +140,9 @@ def expression(recurrence: dict[str, Any]) -> str:
 
 
 def target_words(target: dict[str, Any]) -> str:
-    if target.get("kind") == "event":
-        return f"event on {target.get('topic')}"
-    return f"{target.get('method') or 'POST'} {target.get('url')}"
+    """The target in one line, as its kind's deliverer says it (the CLI's listings say the
+    same)."""
+    return describe(target)
 
 
 MISFIRE = {

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from horae.contracts import events as ev
-from horae.contracts.topics import event_topic_problem
+from horae.contracts.topics import event_topic_problem, tenant_token
 from horae.delivery.port import Deliverer, HandOver
 from horae.domain.errors import ValidationError
 
@@ -21,6 +21,7 @@ class EventDeliverer(Deliverer):
     kind = ev.TargetKind.EVENT
     hand_over = HandOver.TOPIC
     signed = False
+    label = "event on the tenant's topic"
 
     def validate(self, tenant: str, target: ev.Target) -> None:
         if not target.topic:
@@ -33,3 +34,9 @@ class EventDeliverer(Deliverer):
 
     def describe(self, target: Mapping[str, Any]) -> str:
         return f"event {target.get('topic')}"
+
+    def form(self, fields: Mapping[str, str], tenant: str) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "topic": fields.get("topic") or f"events.{tenant_token(tenant)}",
+        }

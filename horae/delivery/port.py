@@ -21,8 +21,16 @@ rest of Horae asks, and who asks it:
   then, so the overlap policy applies); ``TOPIC``: the ``schedule.triggered`` event written by the
   planner to :meth:`horae.contracts.routing.Router.target_topic` in the fire record's own
   transaction (the event *is* the delivery: done at commit, nothing in flight, overlap moot);
-- **one line for people** (the CLI's listings): :meth:`Deliverer.describe` over the target's JSON
-  form, as the API returns it.
+- **the call** (the dispatcher's sender, :func:`horae.streams.dispatcher.deliver.attempt_once`):
+  :meth:`Deliverer.call` — what one attempt of a ``DISPATCH`` order sends (URL, method, body and
+  its content type, timeout), or why it cannot be sent (:class:`NotCalled`); the dispatcher adds
+  the tenant's headers and its own (the fire key, the signatures, the callback token), signs with
+  the tenant's secrets and sends through its pinned, SSRF-checked sender. A ``DISPATCH`` kind is
+  ``signed``: nothing unsigned leaves the dispatcher;
+- **one line for people** (the CLI's listings, the console's): :meth:`Deliverer.describe` over
+  the target's JSON form, as the API returns it;
+- **the console's choice of kind** (its create and edit forms): :attr:`Deliverer.label`, and
+  :meth:`Deliverer.form`, the target's JSON form from the form's flat fields.
 
 Contract every implementation keeps: pure (no I/O, no clock, no settings read: values in, values
 out), safe to call from any thread and as often as asked (the planner asks per fire), and
@@ -34,10 +42,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from horae.contracts import events as ev
+
+#: ``Attempt.not_sent`` of an order that cannot be sent at all, the same way on every attempt (a
+#: plain Avro string beside :class:`~horae.contracts.events.NotSent`'s values)
+UNSENDABLE: Final = "unsendable"
 
 
 class HandOver(StrEnum):
@@ -45,6 +58,26 @@ class HandOver(StrEnum):
 
     DISPATCH = "dispatch"  # a DispatchOrder on a lane; the dispatcher's sender delivers it
     TOPIC = "topic"  # a schedule.triggered event into the target topic, in the fire's transaction
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What one attempt of a dispatched order sends, before the dispatcher's own headers."""
+
+    url: str
+    body: bytes
+    content_type: str | None  # ``None``: no ``Content-Type`` header
+    method: str
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class NotCalled:
+    """Why an attempt is not made: ``not_sent`` is a :class:`~horae.contracts.events.NotSent`
+    value or :data:`UNSENDABLE`; ``cause`` says it for people (the attempt record, the logs)."""
+
+    not_sent: str
+    cause: str
 
 
 class Deliverer(ABC):
@@ -56,6 +89,8 @@ class Deliverer(ABC):
     hand_over: ClassVar[HandOver]
     #: whether a target of this kind is signed with its tenant's secrets (``secret_refs``)
     signed: ClassVar[bool]
+    #: the kind for people choosing it (the console's create form)
+    label: ClassVar[str]
 
     @property
     def in_flight(self) -> bool:
@@ -76,3 +111,19 @@ class Deliverer(ABC):
     @abstractmethod
     def describe(self, target: Mapping[str, Any]) -> str:
         """The target in one line (its JSON form), e.g. ``POST https://...``."""
+
+    def call(self, order: ev.DispatchOrder) -> Call | NotCalled:
+        """What attempt ``order.attempt`` sends (a ``DISPATCH`` kind says; the same order gives
+        the same call on every attempt but for what the attempt number changes), or why it is
+        not sent. A kind that is not dispatched is not sent by the dispatcher: an order of it
+        (a newer planner's kind read as this one) is :data:`UNSENDABLE`."""
+        cause = (
+            f"unsendable: target kind {self.kind} is not dispatched (hand-over {self.hand_over})"
+        )
+        return NotCalled(UNSENDABLE, cause)
+
+    @abstractmethod
+    def form(self, fields: Mapping[str, str], tenant: str) -> dict[str, Any]:
+        """The target's JSON form (as the API takes it) from flat text ``fields`` (the console's
+        form: ``topic``, ``url``, ``secret_ref``; absent or empty ones keep the API's defaults),
+        for a trigger of ``tenant``."""

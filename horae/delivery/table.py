@@ -30,9 +30,15 @@ def deliverer(kind: ev.TargetKind) -> Deliverer:
         raise KeyError(f"no deliverer for target kind {kind!r} (horae.delivery.table)") from None
 
 
+def named(kind: str) -> Deliverer | None:
+    """The deliverer of the kind named ``kind`` in a target's JSON form (or a form field), or
+    ``None`` for a name no row has (a newer server's kind)."""
+    return next((d for k, d in DELIVERERS.items() if k.value == kind), None)
+
+
 def describe(target: Mapping[str, Any]) -> str:
     """A target's JSON form (as the API returns it) in one line, by its kind's deliverer; a
     kind this table does not know (a newer server's) is shown by its name."""
     kind = target.get("kind") or ev.TargetKind.WEBHOOK.value
-    found = next((d for k, d in DELIVERERS.items() if k.value == kind), None)
+    found = named(kind)
     return f"{kind} target" if found is None else found.describe(target)

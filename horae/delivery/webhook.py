@@ -2,8 +2,9 @@
 
 Ingress wants an ``http(s)`` URL; the tenant's signing secrets are required and owned by it; the
 URL passes the SSRF policy (at the API, and again at the dispatcher's pinned sender); the planner
-hands the fire over as a ``DispatchOrder``, whose body (the Standard Webhooks envelope or the raw
-payload, :mod:`horae.outbound.envelope`) the dispatcher builds, signs and sends, with retries.
+hands the fire over as a ``DispatchOrder``, whose call this module says: the target's URL and
+method, its timeout, and the body (the Standard Webhooks envelope or the raw payload,
+:mod:`horae.delivery.envelope`) that the dispatcher signs and sends, with retries.
 """
 
 from __future__ import annotations
@@ -12,14 +13,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from horae.contracts import events as ev
-from horae.delivery.port import Deliverer, HandOver
+from horae.delivery.envelope import webhook_body
+from horae.delivery.port import Call, Deliverer, HandOver, NotCalled
 from horae.domain.errors import ValidationError
+
+NO_URL = NotCalled(ev.NotSent.NO_URL, "the webhook target has no URL")
 
 
 class WebhookDeliverer(Deliverer):
     kind = ev.TargetKind.WEBHOOK
     hand_over = HandOver.DISPATCH
     signed = True
+    label = "webhook (signed HTTP call)"
 
     def validate(self, tenant: str, target: ev.Target) -> None:
         if not (target.url or "").startswith(("https://", "http://")):
@@ -30,3 +35,17 @@ class WebhookDeliverer(Deliverer):
 
     def describe(self, target: Mapping[str, Any]) -> str:
         return f"{target.get('method') or 'POST'} {target.get('url')}"
+
+    def call(self, order: ev.DispatchOrder) -> Call | NotCalled:
+        target = order.target
+        if not target.url:
+            return NO_URL
+        body, content_type = webhook_body(order)
+        method = target.method or "POST"
+        return Call(target.url, body, content_type, method, target.timeout_ms / 1000)
+
+    def form(self, fields: Mapping[str, str], tenant: str) -> dict[str, Any]:
+        target: dict[str, Any] = {"kind": self.kind.value, "url": fields.get("url", "")}
+        if fields.get("secret_ref"):
+            target["secret_refs"] = [fields["secret_ref"]]
+        return target

@@ -1,7 +1,10 @@
 """One attempt of one order: sign and send it (the I/O around :func:`.conclude.conclude`).
 
-:func:`attempt_once` makes the call through an :class:`~horae.ports.HttpSender` and reports what
-it did as a :class:`~.conclude.Sent`; the verdict and the records are the pure core's.
+:func:`attempt_once` asks the order's target kind (:mod:`horae.delivery.table`) what the attempt
+calls, makes the call through an :class:`~horae.ports.HttpSender` and reports what it did as a
+:class:`~.conclude.Sent`; the verdict and the records are the pure core's. An order its kind
+does not send (no URL; a kind that is not dispatched, e.g. a newer planner's read as ``event``)
+is not sent, with its kind's reason.
 
 An order the sender cannot send — it raises :class:`~horae.outbound.sendable.Unsendable` (a
 ``target.method`` that is not an HTTP method, a tenant header with a line break or a NUL), or any
@@ -21,8 +24,9 @@ import logging
 
 from horae.contracts import events as ev
 from horae.contracts.ingress import forbidden_header
+from horae.delivery.port import NotCalled
+from horae.delivery.table import deliverer
 from horae.outbound import attempt_headers, issue_token
-from horae.outbound.envelope import webhook_body
 from horae.outbound.sendable import Unsendable
 from horae.ports import SYSTEM_CLOCK, Clock, HttpSender
 from horae.streams.dispatcher.conclude import Sent
@@ -32,7 +36,7 @@ from horae.streams.dispatcher.records import UNSENDABLE
 log = logging.getLogger(__name__)
 
 NO_SECRET = "no signing secret: none of the target's secret_refs is configured"
-NO_URL = "the webhook target has no URL"
+UNSIGNED = "unsendable: the target's kind is dispatched unsigned, and nothing unsigned is sent"
 
 
 async def attempt_once(
@@ -41,19 +45,26 @@ async def attempt_once(
     sender: HttpSender,
     clock: Clock = SYSTEM_CLOCK,
 ) -> Sent:
-    """Sign and send attempt ``order.attempt``: the fire key is the ``Idempotency-Key`` and
-    ``webhook-id`` of every attempt, and a callback token scoped to this attempt travels along.
-    The body is :func:`~horae.outbound.envelope.webhook_body`'s (the JSON envelope, or the raw
-    payload). The signing secrets are the fire's own tenant's; tenant headers that ingress refuses
+    """Sign and send attempt ``order.attempt``: what it calls (URL, method, body, timeout) is its
+    target kind's :meth:`~horae.delivery.port.Deliverer.call`; the fire key is the
+    ``Idempotency-Key`` and ``webhook-id`` of every attempt, and a callback token scoped to this
+    attempt travels along. The signing secrets are the fire's own tenant's (every dispatched kind
+    is signed); tenant headers that ingress refuses
     (:func:`~horae.contracts.ingress.forbidden_header`) are dropped here too."""
     fire = order.fire
     now = clock.now()
     started_ms = int(now * 1000)
+    kind = deliverer(order.target.kind)
     keys = config.signing_keys(fire.tenant, order.target.secret_refs)
-    if keys is None:
+    if keys is None and kind.signed:
         return Sent(None, started_ms, started_ms, NO_SECRET, ev.NotSent.NO_SECRET)
-    if not order.target.url:
-        return Sent(None, started_ms, started_ms, NO_URL, ev.NotSent.NO_URL)
+    call = kind.call(order)
+    if isinstance(call, NotCalled):
+        if call.not_sent == UNSENDABLE:
+            log.warning("%s cannot be sent, failing the fire: %s", fire.fire_key, call.cause)
+        return Sent(None, started_ms, started_ms, call.cause, call.not_sent)
+    if keys is None:  # a kind's row says it is unsigned, but nothing unsigned leaves
+        return Sent(None, started_ms, started_ms, UNSIGNED, UNSENDABLE)
     token = issue_token(
         tenant=fire.tenant,
         trigger=fire.trigger_id,
@@ -64,25 +75,20 @@ async def attempt_once(
         secret=config.callback_secret,
         tzdata=fire.tzdata_version,
     )
-    body, content_type = webhook_body(order)
     headers = {k: v for k, v in order.target.headers.items() if not forbidden_header(k)}
     headers.update(
         attempt_headers(
-            body=body,
+            body=call.body,
             fire_key=fire.fire_key,
             keys=keys,
             now=now,
             callback_token=token,
-            content_type=content_type,
+            content_type=call.content_type,
         )
     )
     try:
         result = await sender.send(
-            order.target.url,
-            body,
-            headers,
-            method=order.target.method or "POST",
-            timeout_s=order.target.timeout_ms / 1000,
+            call.url, call.body, headers, method=call.method, timeout_s=call.timeout_s
         )
     except ValueError as exc:  # the request itself is refused: see the module docstring
         cause = unsendable_cause(exc)

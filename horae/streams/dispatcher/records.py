@@ -40,6 +40,7 @@ from enum import StrEnum
 
 from horae.contracts import events as ev
 from horae.contracts.ids import event_id
+from horae.delivery.port import UNSENDABLE as _UNSENDABLE
 from horae.outbound import AttemptResult, SendResult
 
 H_FIRST = "horae-first-attempt-ms"
@@ -49,9 +50,10 @@ H_REDRIVE = "horae-redrive-of"
 Headers = Sequence[tuple[str, str | bytes | None]]
 
 #: ``Attempt.not_sent`` of an order no HTTP sender can send (a ``target.method`` that is not an
-#: HTTP method, a header with a line break: :mod:`horae.outbound.sendable`). A plain Avro string
-#: beside :class:`~horae.contracts.events.NotSent`'s values.
-UNSENDABLE = "unsendable"
+#: HTTP method, a header with a line break: :mod:`horae.outbound.sendable`) or its kind does not
+#: dispatch (:meth:`horae.delivery.port.Deliverer.call`). A plain Avro string beside
+#: :class:`~horae.contracts.events.NotSent`'s values.
+UNSENDABLE = _UNSENDABLE
 
 
 class Verdict(StrEnum):

@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any, cast
 
 from horae.contracts import events as ev
-from horae.delivery.port import Deliverer, HandOver
+from horae.delivery.port import Call, Deliverer, HandOver, NotCalled
 from horae.domain.errors import ValidationError
 
 
@@ -27,6 +27,7 @@ class PigeonDeliverer(Deliverer):
     kind = PIGEON
     hand_over = HandOver.DISPATCH
     signed = True
+    label = "carrier pigeon (signed, to a loft)"
 
     def validate(self, tenant: str, target: ev.Target) -> None:
         if not (target.url or "").startswith("pigeon://"):
@@ -37,3 +38,14 @@ class PigeonDeliverer(Deliverer):
 
     def describe(self, target: Mapping[str, Any]) -> str:
         return f"pigeon to {target.get('url')}"
+
+    def call(self, order: ev.DispatchOrder) -> Call | NotCalled:
+        """The pigeon carries the raw payload to its loft, told by its own media type."""
+        loft = order.target.url or ""
+        return Call(loft, order.payload, "application/x-pigeon", "POST", 5.0)
+
+    def form(self, fields: Mapping[str, str], tenant: str) -> dict[str, Any]:
+        target: dict[str, Any] = {"kind": self.kind.value, "url": fields.get("url", "")}
+        if fields.get("secret_ref"):
+            target["secret_refs"] = [fields["secret_ref"]]
+        return target

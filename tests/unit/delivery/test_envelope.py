@@ -13,9 +13,9 @@ import pytest
 from standardwebhooks import Webhook
 
 from horae.contracts import events as ev
+from horae.delivery.envelope import webhook_body
 from horae.domain.keys import FireKey, Origin
 from horae.outbound import attempt_headers
-from horae.outbound.envelope import webhook_body
 from horae.outbound.signing import SigningKeys
 
 SECRET = "whsec_" + base64.b64encode(b"k" * 32).decode()
