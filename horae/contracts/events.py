@@ -216,7 +216,7 @@ class Target:
     ``events.<token>`` or ``events.<token>.<suffix>`` of the trigger's own tenant (any other topic
     is refused at ingress; one accepted before that rule goes to the tenant's events topic).
     ``body`` (webhooks): ``envelope`` (the Standard Webhooks JSON envelope around the payload,
-    :mod:`horae.outbound.envelope`) or ``raw`` (the payload bytes with their own content type)."""
+    :mod:`horae.delivery.envelope`) or ``raw`` (the payload bytes with their own content type)."""
 
     kind: TargetKind
     url: str | None = None
