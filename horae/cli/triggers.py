@@ -201,7 +201,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     create.add_argument("trigger", nargs="?", metavar="ID", help="the trigger id")
     create.add_argument("-f", "--file", metavar="FILE", help="a trigger document (YAML/JSON, -)")
     when = create.add_mutually_exclusive_group()
-    when.add_argument("--cron", metavar="EXPR", help="a cron expression (5 or 6 fields)")
+    when.add_argument(
+        "--cron", metavar="EXPR", help="a cron expression (5 or 6 fields; L, LW, 15W, FRI#3, FRIL)"
+    )
     when.add_argument("--every", type=int, metavar="SECONDS", help="a fixed interval")
     when.add_argument("--at", nargs="+", metavar="INSTANT", help="RFC 3339 instants")
     create.add_argument("--zone", default=None, help="IANA time zone of the expression")

@@ -1,4 +1,6 @@
-"""Cron parsing (Vixie syntax, precise errors) and matching against cronsim/croniter as oracles."""
+"""Cron parsing (Vixie syntax, precise errors) and matching against cronsim/croniter as oracles.
+
+Quartz's ``L W #`` day terms: :mod:`tests.unit.domain.test_cron_quartz`."""
 
 from __future__ import annotations
 
@@ -72,10 +74,24 @@ def test_macros_and_seconds() -> None:
         ("*/0 * * * *", "minute", "step must be at least 1"),
         ("5-1 * * * *", "minute", "range start 5 is after its end 1"),
         ("1,,2 * * * *", "minute", "empty list element"),
-        ("* * L * *", "day_of_month", "'L' is not supported"),
-        ("* * 15W * *", "day_of_month", "'W' is not supported"),
         ("* * ? * *", "day_of_month", "'?' is not supported"),
-        ("* * * * 1#2", "day_of_week", "'#' is not supported"),
+        ("L * * * *", "minute", "'L' is allowed only in day_of_month or day_of_week"),
+        ("* * * 1W *", "month", "'W' is allowed only in day_of_month"),
+        ("* * 1#2 * *", "day_of_month", "'#' is allowed only in day_of_week"),
+        ("* * * * 5W", "day_of_week", "'W' is allowed only in day_of_month"),
+        ("* * 1-L * *", "day_of_month", "'L' is allowed only as a whole term"),
+        ("* * L/2 * *", "day_of_month", "'L' is allowed only as a whole term"),
+        ("* * * * 1-5L", "day_of_week", "'L' is allowed only as a whole term"),
+        ("* * LL * *", "day_of_month", "expected L, L-n (n 0-30), LW or nW (n 1-31)"),
+        ("* * L-31 * *", "day_of_month", "offset 31 out of range 0-30"),
+        ("* * 32W * *", "day_of_month", "day 32 out of range 1-31"),
+        ("* * 0W * *", "day_of_month", "day 0 out of range 1-31"),
+        ("* * * * L", "day_of_week", "'L' alone is ambiguous"),
+        ("* * * * 5#6", "day_of_week", "occurrence 6 out of range 1-5"),
+        ("* * * * 5#0", "day_of_week", "occurrence 0 out of range 1-5"),
+        ("* * * * 8L", "day_of_week", "value 8 out of range 0-7"),
+        ("* * * * #2", "day_of_week", "expected dL or d#k"),
+        ("* * * * FRY#2", "day_of_week", "SUN..SAT"),
         ("* * * *", "expr", "found 4"),
         ("* * * * * * *", "expr", "found 7"),
         ("@reboot", "expr", "unknown macro"),
