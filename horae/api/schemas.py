@@ -5,8 +5,10 @@
 string or ``{"base64": ...}``). ``TriggerIn`` is the TriggerDefinition form without the fields the
 API fills (tenant, version, authored_at, author, role, signature); ``TriggerOut`` adds what the API
 reports (``state``: what the trigger is doing, :data:`~horae.api.ports.SHOWN_STATES`;
-``run_state``: the state it is decided under, which TriggerIn's ``state`` sets).
-:func:`components` are the ``components/schemas`` of the OpenAPI document.
+``run_state``: the state it is decided under, which TriggerIn's ``state`` sets; on a GET,
+``last_run``: its latest fire scheduled before now, a ``FireItem``). ``FireItem`` is a fire as
+the history and the fire search show it. :func:`components` are the ``components/schemas`` of
+the OpenAPI document.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from horae.contracts.jsonform import named_types
 #: TriggerDefinition fields the API fills from the token and the version it computes.
 FILLED = ("tenant", "version", "authored_at", "author", "role", "signature")
 #: TriggerOut fields that are not TriggerIn's: what a body built from an answer must drop
-REPORTED = (
+REPORTED: tuple[str, ...] = (
     "tenant",
     "version",
     "state",
@@ -32,6 +34,7 @@ REPORTED = (
     "created_at",
     "updated_at",
     "next_instants",
+    "last_run",
 )
 
 _PRIMITIVE: dict[str, dict[str, Any]] = {
@@ -87,6 +90,33 @@ def json_schema(schema: Any, names: dict[str, Any], omit: tuple[str, ...] = ()) 
     return dict(_PRIMITIVE[kind])
 
 
+_TEXT_OR_NULL = {"type": ["string", "null"]}
+_TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
+#: a fire as the history, the fire search and ``last_run`` show it
+#: (:func:`horae.api.render.history_item`)
+FIRE_ITEM: dict[str, Any] = {
+    "type": "object",
+    "required": ["fire_key", "scheduled_at", "due_at", "state", "decision", "attempts"],
+    "properties": {
+        "fire_key": {"type": "string"},
+        "trigger_id": {"type": "string"},
+        "scheduled_at": _TIME_OR_NULL,
+        "due_at": _TIME_OR_NULL,
+        "state": _TEXT_OR_NULL,
+        "decision": _TEXT_OR_NULL,
+        "origin": _TEXT_OR_NULL,
+        "cause": _TEXT_OR_NULL,
+        "lane": _TEXT_OR_NULL,
+        "lateness_ms": {"type": ["number", "null"]},
+        "tzdata_version": _TEXT_OR_NULL,
+        "attempts": {"type": "integer"},
+        "outcome": _TEXT_OR_NULL,
+        "trigger_version": {"type": ["integer", "null"]},
+    },
+}
+LAST_RUN = {"$ref": "#/components/schemas/FireItem"}
+
+
 def _occurrence() -> dict[str, Any]:
     return {
         "type": "object",
@@ -102,7 +132,7 @@ def _occurrence() -> dict[str, Any]:
 
 
 def components() -> dict[str, Any]:
-    """``components/schemas``: TriggerIn, TriggerOut, Occurrence, Problem."""
+    """``components/schemas``: TriggerIn, TriggerOut, Occurrence, FireItem, Problem."""
     raw = default_codec().current.raw[ev.TriggerDefinition]
     names = named_types(raw)
     trigger_in = json_schema(raw, names, omit=FILLED)
@@ -119,6 +149,7 @@ def components() -> dict[str, Any]:
         created_at={"type": "string", "format": "date-time"},
         updated_at={"type": "string", "format": "date-time"},
         next_instants={"type": "array", "items": {"type": "string"}},
+        last_run={"oneOf": [LAST_RUN, {"type": "null"}]},
     )
     trigger_out = {
         "type": "object",
@@ -149,5 +180,6 @@ def components() -> dict[str, Any]:
         "TriggerIn": trigger_in,
         "TriggerOut": trigger_out,
         "Occurrence": _occurrence(),
+        "FireItem": FIRE_ITEM,
         "Problem": problem,
     }

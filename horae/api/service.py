@@ -33,7 +33,7 @@ import json
 import time
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -237,10 +237,30 @@ class Service:
         body["next_instants"] = upcoming_instants(s.shown, s.definition.recurrence, self.now_s())
         return body
 
-    def listed_out(self, item: ListedTrigger, now: int) -> str:
-        """TriggerOut JSON text of a list item, its next instants after ``now`` added."""
+    def listed_out(
+        self, item: ListedTrigger, now: int, last: Mapping[str, Any] | None = None
+    ) -> str:
+        """TriggerOut JSON text of a list item, its next instants after ``now`` and its last run
+        (``last``: its latest fire scheduled before now, else none) added."""
         upcoming = json.dumps(upcoming_instants(item.state, item.recurrence, now))
-        return f'{item.body[:-1]},"next_instants":{upcoming}}}'
+        ran = json.dumps(None if last is None else history_item(dict(last)))
+        return f'{item.body[:-1]},"next_instants":{upcoming},"last_run":{ran}}}'
+
+    def last_runs(self, tenant: str, trigger_ids: list[str]) -> dict[str, Mapping[str, Any]]:
+        """The last run of each trigger: its latest fire scheduled before now (the read model's
+        ``last_fires``, one statement for a page), by trigger id."""
+        if not trigger_ids:
+            return {}
+        return self.history.last_fires(tenant, trigger_ids, self.clock())
+
+    def shown(self, s: StoredTrigger) -> dict[str, Any]:
+        """TriggerOut as a GET shows it: :meth:`out` and its ``last_run`` (a history item of its
+        latest fire scheduled before now; ``null`` before the first)."""
+        body = self.out(s)
+        last = self.last_runs(s.definition.tenant, [s.definition.trigger_id])
+        found = last.get(s.definition.trigger_id)
+        body["last_run"] = None if found is None else history_item(dict(found))
+        return body
 
     # --- definitions ----------------------------------------------------------------------
     def _platform_key(self) -> bytes:
@@ -560,7 +580,8 @@ class Service:
             and (pair is None or s.labels.get(pair[0]) == pair[1])
         ]
         now = self.now_s()
-        rendered = ",".join(self.listed_out(s, now) for s in items)
+        last = self.last_runs(tenant, [s.trigger_id for s in items])
+        rendered = ",".join(self.listed_out(s, now, last.get(s.trigger_id)) for s in items)
         return f'{{"items":[{rendered}],"next_cursor":{json.dumps(page.next_cursor)}}}'
 
     async def amend(
@@ -719,11 +740,17 @@ class Service:
     def events(
         self, tenant: str, trigger_id: str, cursor: str | None, limit: int
     ) -> dict[str, Any]:
-        """A page of a trigger's definition and command events."""
+        """A page of a trigger's definition and command events, and its last run (a history
+        item, ``None`` before the first)."""
         if self.current(tenant, trigger_id) is None:
             raise not_found(f"trigger {trigger_id!r}")
         page = self._page(self.history.events, tenant, trigger_id, limit, cursor, cursor=cursor)
-        return {"items": json_text(page.items), "next_cursor": page.next_cursor}
+        last = self.last_runs(tenant, [trigger_id]).get(trigger_id)
+        return {
+            "items": json_text(page.items),
+            "next_cursor": page.next_cursor,
+            "last_run": None if last is None else history_item(dict(last)),
+        }
 
     def audit(
         self,

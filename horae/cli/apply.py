@@ -71,7 +71,9 @@ Doc = dict[str, Any]
 SERVER_FIELDS = ("tenant", "version", "authored_at", "author", "role", "signature")
 #: What TriggerOut adds to a stored definition, or shows of it (left out of its full form; the
 #: run state is compared with a document's ``state`` when it has one: :class:`Current`).
-OUTPUT_FIELDS = ("state", "run_state", "created_at", "updated_at", "next_instants")
+OUTPUT_FIELDS = (
+    "state", "run_state", "created_at", "updated_at", "next_instants", "last_run"
+)  # fmt: skip
 #: The states a document may ask for (``state``); without one the stored trigger's is kept.
 DOCUMENT_STATES = ("live", "paused")
 SUFFIXES = (".yaml", ".yml", ".json")

@@ -112,10 +112,37 @@ def _next(trigger: JSON) -> Any:
     return instants[0] if instants else None
 
 
+def _last(trigger: JSON, field: str) -> Any:
+    last = trigger.get("last_run")
+    return last.get(field) if isinstance(last, dict) else None
+
+
+def last_run(trigger: JSON) -> str | None:
+    """The last run in a few words: ``2026-01-02T01:00:00Z failed (lateness 12 ms)``."""
+    last = trigger.get("last_run")
+    if not isinstance(last, dict):
+        return None
+    words = f"{last.get('scheduled_at')} {last.get('state')}"
+    if last.get("cause"):
+        words += f" ({last['cause']})"
+    if last.get("lateness_ms") is not None:
+        words += f", lateness {last['lateness_ms']:.0f} ms"
+    return words
+
+
 def triggers_table(items: Iterable[JSON]) -> str:
-    headers = ("ID", "STATE", "VERSION", "SCHEDULE", "TARGET", "NEXT")
+    headers = ("ID", "STATE", "VERSION", "SCHEDULE", "TARGET", "NEXT", "LAST_RUN", "LAST_STATE")
     rows = (
-        (t.get("trigger_id"), t.get("state"), t.get("version"), schedule(t), target(t), _next(t))
+        (
+            t.get("trigger_id"),
+            t.get("state"),
+            t.get("version"),
+            schedule(t),
+            target(t),
+            _next(t),
+            _last(t, "scheduled_at"),
+            _last(t, "state"),
+        )
         for t in items
     )
     return table(headers, rows)
@@ -150,6 +177,7 @@ def trigger_card(trigger: JSON) -> str:
         ("created_at", trigger.get("created_at")),
         ("updated_at", trigger.get("updated_at")),
         ("next", ", ".join(trigger.get("next_instants") or [])),
+        ("last_run", last_run(trigger)),
     ]
     return table(("FIELD", "VALUE"), rows)
 

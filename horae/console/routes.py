@@ -741,18 +741,6 @@ async def create(request: Request, who: Principal, api: Api) -> Response:
 # --- edit, backfill ------------------------------------------------------------------------
 #: TriggerOut fields the API fills (an amend sending one is refused)
 FILLED = REPORTED
-FILLED = (
-    "tenant",
-    "version",
-    "state",
-    "run_state",
-    "author",
-    "role",
-    "authored_at",
-    "created_at",
-    "updated_at",
-    "next_instants",
-)
 
 
 def form_of(trigger: dict[str, Any]) -> dict[str, str]:

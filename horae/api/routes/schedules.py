@@ -70,7 +70,7 @@ def list_schedules(
 @router.get("/v1/schedules/{trigger_id}", responses=ok(200, ref("TriggerOut")))
 def get_schedule(trigger_id: TriggerId, who: Reader, service: ServiceDep) -> Response:
     held = service.found(who.tenant, trigger_id)
-    return JSONResponse(service.out(held), headers=etag(held))
+    return JSONResponse(service.shown(held), headers=etag(held))
 
 
 @router.put(

@@ -190,3 +190,21 @@ def test_values_postgres_refuses_are_422(api: Api, database_url: str, schema: st
         assert history.trigger("acme", "nightly") is not None  # the pool still serves
     finally:
         history.close()
+
+
+def test_last_run_from_the_read_models(api: Api) -> None:
+    """Issue 29 item 3: a GET, the list and the events page carry each trigger's latest fire
+    scheduled before now (``queries/last_fires.sql``), of the token's tenant only."""
+    one = get(api, "/v1/schedules/nightly")["last_run"]
+    assert (
+        one["fire_key"]
+        == get(api, "/v1/schedules/nightly/history?limit=100")["items"][-1]["fire_key"]
+    )
+    assert one["scheduled_at"] == "2026-03-01T00:11:00Z" and one["state"] == "succeeded"
+    assert one["lateness_ms"] == 1100.0 and one["attempts"] == 1
+    listed = {t["trigger_id"]: t["last_run"] for t in get(api, "/v1/schedules")["items"]}
+    assert listed == {"hourly": None, "nightly": one}
+    assert get(api, "/v1/schedules/nightly/events?limit=1")["last_run"] == one
+    theirs = get(api, "/v1/schedules/nightly", "globex")["last_run"]
+    assert theirs["scheduled_at"] == "2026-03-01T00:00:00Z"
+    assert theirs["fire_key"] != one["fire_key"]

@@ -138,3 +138,34 @@ def cron(trigger_id: str = "nightly", expr: str = "0 9 * * *", **extra: Any) -> 
     }
     body.update(extra)
     return body
+
+
+def fire_row(
+    key: str,
+    at: datetime,
+    tenant: str = "acme",
+    trigger_id: str = "nightly",
+    status: str = "succeeded",
+    **extra: Any,
+) -> dict[str, Any]:
+    """A ``fires`` read-model row as the in-memory history holds it (a fired, delivered fire
+    unless ``status`` / ``extra`` say otherwise)."""
+    row: dict[str, Any] = {
+        "fire_key": key,
+        "tenant": tenant,
+        "trigger_id": trigger_id,
+        "scheduled_at": at,
+        "due_at": at,
+        "state": "fired",
+        "status": status,
+        "cause": None,
+        "lane": "on_time",
+        "lateness_ms": 120.0,
+        "tzdata_version": "2026a",
+        "attempt_count": 1,
+        "outcome": status if status in ("succeeded", "failed") else None,
+        "origin": "scheduled",
+        "trigger_version": 1,
+    }
+    row.update(extra)
+    return row

@@ -65,15 +65,19 @@ def test_create_list_show(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = horae(capsys, "triggers", "list")
     assert code == 0
     header, row = out.splitlines()
-    assert header.split() == ["ID", "STATE", "VERSION", "SCHEDULE", "TARGET", "NEXT"]
+    assert header.split() == [
+        "ID", "STATE", "VERSION", "SCHEDULE", "TARGET", "NEXT", "LAST_RUN", "LAST_STATE"
+    ]  # fmt: skip
     assert row.split() == [
         "nightly", "live", "1", "cron", "0", "9", "*", "*", "*", "Europe/Berlin", "POST", URL,
-        "2026-06-02T07:00:00Z",
+        "2026-06-02T07:00:00Z", "-", "-",
     ]  # fmt: skip
     code, out, _ = horae(capsys, "triggers", "list", "--json")
     assert code == 0 and [t["trigger_id"] for t in json.loads(out)] == ["nightly"]
     code, out, _ = horae(capsys, "triggers", "list", "--label", "team:other")
-    assert code == 0 and out.splitlines() == ["ID  STATE  VERSION  SCHEDULE  TARGET  NEXT"]
+    assert code == 0 and out.splitlines() == [
+        "ID  STATE  VERSION  SCHEDULE  TARGET  NEXT  LAST_RUN  LAST_STATE"
+    ]
     code, out, _ = horae(capsys, "triggers", "show", "nightly")
     assert code == 0
     assert "schedule     cron 0 9 * * * Europe/Berlin" in out.splitlines()

@@ -57,9 +57,10 @@ def test_recurrence_and_target_in_a_few_words() -> None:
 
 def test_triggers_table() -> None:
     assert triggers_table([TRIGGER]).splitlines() == [
-        "ID       STATE  VERSION  SCHEDULE                     TARGET                    NEXT",
+        "ID       STATE  VERSION  SCHEDULE                     TARGET                    NEXT"
+        "                  LAST_RUN  LAST_STATE",
         "nightly  live   3        cron 0 2 * * * Europe/Paris  POST https://h.example/x  "
-        "2026-01-02T01:00:00Z",
+        "2026-01-02T01:00:00Z  -         -",
     ]
 
 
