@@ -1,8 +1,9 @@
 """The compose install in real containers (podman with runc and deploy/containers.conf, host
 networking on free 127.0.0.1 ports, ``--pull=never``): the Horae image built from the committed
 tree (deploy/image/build --source head), the stand-ins of apache/kafka, postgres and haproxy
-(deploy/compose/images/build), three KRaft brokers on SASL_SSL with SCRAM users, PostgreSQL,
-the one-shots, two planners, two dispatchers, a projector and two API replicas behind one port.
+(deploy/compose/images/build), three KRaft brokers on SASL_SSL only (SCRAM users; the CA made
+here, which every Horae process verifies them with), PostgreSQL, the one-shots, two planners,
+two dispatchers, a projector and two API replicas behind one port.
 
 Readiness is polled here (podman runs no healthcheck timer without systemd). A webhook trigger
 firing every second is created through the API; a receiver here verifies each call's signature.
@@ -32,7 +33,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
+from confluent_kafka.admin import AdminClient, ConfigResource, ConsumerGroupDescription
 from standardwebhooks import Webhook
 
 from horae.contracts.topics import fire_partition
@@ -157,24 +158,21 @@ class Install:
             out.append(f"\n--- {service}\n{text[-2500:]}")
         return "".join(out)
 
-    def kafka_admin(self, tls: bool = False) -> AdminClient:
-        password = self.env["HORAE_KAFKA_ADMIN_PASSWORD"]
-        config: dict[str, Any] = {
-            "sasl.mechanisms": "SCRAM-SHA-512",
-            "sasl.username": "admin",
-            "sasl.password": password,
-            "log_level": 0,
-        }
-        if tls:  # the CLIENT listeners: SASL_SSL, the CA of make-certs
-            servers = ",".join(f"127.0.0.1:{self.port(f'1{n}')}" for n in (1, 2, 3))
-            config |= {
+    def kafka_admin(self) -> AdminClient:
+        """The admin on the CLIENT listeners (SASL_SSL, the CA of make-certs), as every Horae
+        process of the install connects."""
+        servers = ",".join(f"127.0.0.1:{self.port(f'1{n}')}" for n in (1, 2, 3))
+        return AdminClient(
+            {
+                "bootstrap.servers": servers,
                 "security.protocol": "SASL_SSL",
                 "ssl.ca.location": str(self.secrets_dir / "ca.crt"),
+                "sasl.mechanisms": "SCRAM-SHA-512",
+                "sasl.username": "admin",
+                "sasl.password": self.env["HORAE_KAFKA_ADMIN_PASSWORD"],
+                "log_level": 0,
             }
-        else:
-            servers = ",".join(f"127.0.0.1:{self.port(f'2{n}')}" for n in (1, 2, 3))
-            config["security.protocol"] = "SASL_PLAINTEXT"
-        return AdminClient({"bootstrap.servers": servers, **config})
+        )
 
 
 def _brokers(admin: AdminClient) -> int:
@@ -328,12 +326,29 @@ def _planner_owning(install: Install, partition: int) -> str:
 
 
 def test_tls_listeners_answer(install: Install) -> None:
-    """The CLIENT listeners speak SASL_SSL with the compose CA, and the topics have three
+    """Every listener of every broker is SASL_SSL (the CLIENT ones with the compose CA; no
+    plaintext one is left), the Horae processes are members on them, and the topics have three
     replicas."""
-    admin = install.kafka_admin(tls=True)
+    admin = install.kafka_admin()
     assert wait_until(lambda: _brokers(admin) == 3, timeout_s=30, interval_s=1)
     meta = admin.list_topics(timeout=10).topics["horae.fires"]
     assert {len(p.replicas) for p in meta.partitions.values()} == {3}
+    for node in ("1", "2", "3"):
+        resource = ConfigResource(ConfigResource.Type.BROKER, node)
+        configs = admin.describe_configs([resource])[resource].result(timeout=30)
+        listeners = configs["listener.security.protocol.map"].value
+        protocols = {pair.split(":")[1] for pair in listeners.split(",")}
+        assert protocols == {"SASL_SSL"}, f"broker {node}: {listeners}"
+    # the planners, dispatchers and projector of the install are members through them
+    expected = {"horae.planner": 2, "horae.dispatcher": 2, "horae.projector.horae": 1}
+    members: dict[str, int] = {}
+
+    def joined() -> bool:
+        described = admin.describe_consumer_groups(list(expected), request_timeout=30)
+        members.update({g: len(f.result().members) for g, f in described.items()})
+        return members == expected
+
+    wait_until(joined, timeout_s=120, interval_s=2, message=lambda: f"{members}{install.logs()}")
 
 
 def test_signed_webhook_and_planner_takeover(install: Install) -> None:

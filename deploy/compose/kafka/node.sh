@@ -4,8 +4,7 @@
 # its storage once with the SCRAM users (admin and one per Horae process role), then starts it.
 #
 # Ports (host networking, 127.0.0.1 only), from the 3-digit HORAE_PORT_PREFIX P and NODE_ID n:
-#   P1n  CLIENT     SASL_SSL, SCRAM-SHA-512: clients with TLS
-#   P2n  LOCAL      SASL_PLAINTEXT, SCRAM-SHA-512: Horae's processes on this host (loopback)
+#   P1n  CLIENT     SASL_SSL, SCRAM-SHA-512: every client (Horae's processes, tools)
 #   P3n  BROKER     SASL_SSL, PLAIN (the admin): replication between the brokers
 #   P4n  CONTROLLER SASL_SSL, PLAIN (the admin): the KRaft quorum
 # TLS: /etc/kafka/secrets/kafka.pem (key and certificate chain, PEM), kafka.password (the key's)
@@ -34,17 +33,15 @@ cat >"$config" <<PROPS
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=1@127.0.0.1:${P}41,2@127.0.0.1:${P}42,3@127.0.0.1:${P}43
-listeners=CLIENT://127.0.0.1:${P}1$n,LOCAL://127.0.0.1:${P}2$n,BROKER://127.0.0.1:${P}3$n,CONTROLLER://127.0.0.1:${P}4$n
-advertised.listeners=CLIENT://127.0.0.1:${P}1$n,LOCAL://127.0.0.1:${P}2$n,BROKER://127.0.0.1:${P}3$n
-listener.security.protocol.map=CLIENT:SASL_SSL,LOCAL:SASL_PLAINTEXT,BROKER:SASL_SSL,CONTROLLER:SASL_SSL
+listeners=CLIENT://127.0.0.1:${P}1$n,BROKER://127.0.0.1:${P}3$n,CONTROLLER://127.0.0.1:${P}4$n
+advertised.listeners=CLIENT://127.0.0.1:${P}1$n,BROKER://127.0.0.1:${P}3$n
+listener.security.protocol.map=CLIENT:SASL_SSL,BROKER:SASL_SSL,CONTROLLER:SASL_SSL
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=BROKER
 sasl.mechanism.inter.broker.protocol=PLAIN
 sasl.mechanism.controller.protocol=PLAIN
 listener.name.client.sasl.enabled.mechanisms=SCRAM-SHA-512
 listener.name.client.scram-sha-512.sasl.jaas.config=$scram
-listener.name.local.sasl.enabled.mechanisms=SCRAM-SHA-512
-listener.name.local.scram-sha-512.sasl.jaas.config=$scram
 listener.name.broker.sasl.enabled.mechanisms=PLAIN
 listener.name.broker.plain.sasl.jaas.config=$plain
 listener.name.controller.sasl.enabled.mechanisms=PLAIN
