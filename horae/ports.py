@@ -251,7 +251,10 @@ class RecordConsumer(Protocol):
     """A read_committed consumer that commits nothing itself: its owner keeps the positions (the
     projector, in PostgreSQL with its rows) and says where each partition starts, or a
     transactional log commits them for the group with :meth:`group_metadata` (the dispatcher's
-    committer thread, while this consumer reads on another). Either subscribed
+    committer thread, while this consumer reads on another); once a newer member of its slot
+    fenced that log, nothing this member read is committed (the commit raises :class:`Fenced`,
+    the group's offsets stay at its last commit, the group's next member reads those records
+    again). Either subscribed
     (:meth:`subscribe`: a group member, partitions assigned by the group) or assigned
     (:meth:`assign`: the partitions named, no group). Callbacks run inside :meth:`consume`.
     """

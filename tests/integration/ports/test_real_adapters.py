@@ -22,7 +22,7 @@ from horae.outbound.http_sender import HttpSender as AiohttpSender
 from horae.outbound.http_sender import SenderConfig
 from horae.outbound.lean_http import LeanHttpSender
 from horae.outbound.ssrf import AddressPolicy, system_resolver
-from horae.ports import SYSTEM_CLOCK, HttpSender, Resolver, SystemClock
+from horae.ports import SYSTEM_CLOCK, HttpSender, RecordConsumer, Resolver, SystemClock
 from horae.projections.rows import Stage
 from horae.projections.store import ProjectionStore
 from tests.net import free_ports
@@ -90,14 +90,15 @@ class TestKafkaConsumer(RecordConsumerContract):
         create(list(topics.values()), 2)
         producer = Producer(client_config(kafka_bootstrap, {"enable.idempotence": True}))
         made: list[KafkaConsumer] = []
+        committers: list[TransactionalProcessor] = []
 
-        def consumer() -> KafkaConsumer:
+        def consumer(group: str | None = None) -> KafkaConsumer:
             made.append(
                 KafkaConsumer(
                     client_config(
                         kafka_bootstrap,
                         {
-                            "group.id": f"{topic_prefix}consumer-{len(made)}",
+                            "group.id": f"{topic_prefix}{group or f'consumer-{len(made)}'}",
                             "enable.auto.commit": False,
                             "isolation.level": "read_committed",
                             "auto.offset.reset": "earliest",
@@ -126,14 +127,48 @@ class TestKafkaConsumer(RecordConsumerContract):
             finally:
                 committer.close()
 
+        def committer(member: RecordConsumer, slot: str) -> TransactionalProcessor:
+            _, producer_config = member_configs(
+                kafka_bootstrap, f"{topic_prefix}committer", slot, 6000,
+                min_poll_interval_ms=30_000, linger_ms=5,
+            )  # fmt: skip
+            view = _GroupView(member.group_metadata())
+            committers.append(TransactionalProcessor(view, producer_config))
+            return committers[-1]
+
         try:
             yield ConsumerRig(
                 topics, consumer, produce, lambda name: create([name], 1), topic_prefix,
-                commit_group,
+                commit_group, consumer, committer,
             )  # fmt: skip
         finally:
+            for t in committers:
+                t.close()
             for c in made:
                 c.close()
+
+
+class _GroupView:
+    """A consumer's group metadata as a committer's transactions see it (the dispatcher's pump
+    keeps it so, :class:`horae.streams.dispatcher.pump._CommitterView`): no assignment, so a
+    failed transaction only notifies."""
+
+    def __init__(self, metadata: object) -> None:
+        self.metadata = metadata
+
+    def consumer_group_metadata(self) -> object:
+        return self.metadata
+
+    def assignment(self) -> list[TopicPartition]:
+        return []
+
+    def committed(
+        self, partitions: list[TopicPartition], timeout: float = -1
+    ) -> list[TopicPartition]:
+        raise RuntimeError("the view owns no partitions")
+
+    def seek(self, partition: TopicPartition) -> None:
+        raise RuntimeError("the view owns no partitions")
 
 
 class TestPostgresStore(ReadModelStoreContract):

@@ -237,7 +237,11 @@ class ConsumerRig:
     """A consumer adapter under test: ``consumer()`` builds one (closed by the rig at the end),
     ``produce`` writes outside any transaction, ``create_topic`` makes a topic of one partition
     (named under ``prefix``), ``commit_group`` commits an offset for the group of the next
-    consumer made."""
+    consumer made; ``member(group)`` builds a consumer of group ``group`` (closed by the rig),
+    ``committer(consumer, slot)`` the transactional log that commits for that consumer's group,
+    with the group metadata the consumer has when it is made (as the dispatcher's pump commits
+    for its consumer), its transactional id ``slot``'s: a committer of a slot made later fences
+    the earlier one (closed by the rig)."""
 
     topics: dict[str, str]
     consumer: Callable[[], RecordConsumer]
@@ -245,6 +249,8 @@ class ConsumerRig:
     create_topic: Callable[[str], None]
     prefix: str
     commit_group: Callable[[str, int, int], None]  # the consumers' group commits an offset
+    member: Callable[[str], RecordConsumer]
+    committer: Callable[[RecordConsumer, str], TransactionalLog]
 
     @staticmethod
     def take(c: RecordConsumer, n: int, attempts: int = 60) -> list[ConsumedRecord]:
@@ -352,6 +358,32 @@ class RecordConsumerContract:
         assert all(r.partition() == 0 for r in c.consume(10, 0.5)), "paused"
         c.resume([(topic, 1)])
         assert _where(rig.take(c, 2)) == [(1, 0), (1, 1)]
+
+    def test_a_fenced_members_records_are_not_committed(self, consumer_rig: ConsumerRig) -> None:
+        """A member whose slot restarted while it read (the newer member's committer fences
+        its own) commits nothing of what it read: its commit raises ``Fenced``, no record it
+        wrote is visible, the group's offsets stay at its last commit, and the group's next
+        member reads those records again from there."""
+        rig, topic, out = consumer_rig, consumer_rig.topics[IN], consumer_rig.topics[OUT]
+        for i in range(3):
+            rig.produce(topic, b"k", b"%d" % i, 0)
+        zombie = rig.member("fenced")
+        zombie.subscribe([topic], lambda _: None, lambda _: None)
+        assert _where(rig.take(zombie, 1)) == [(0, 0)]
+        old = rig.committer(zombie, "a")
+        old.commit([], {(topic, 0): 1})  # committed for the group, through the log
+        assert _where(rig.take(zombie, 2)) == [(0, 1), (0, 2)]
+        rig.committer(zombie, "a")  # the slot restarted: its committer fences the zombie's
+        with pytest.raises(Fenced):
+            old.commit([Emit(out, b"k", b"zombie", 0)], {(topic, 0): 3})
+        zombie.close()
+        again = rig.member("fenced")
+        again.subscribe([topic], lambda _: None, lambda _: None)
+        assert _where(rig.take(again, 2)) == [(0, 1), (0, 2)], "from the group's last commit"
+        assert again.consume(10, 0.5) == []
+        written = rig.consumer()
+        written.assign({(out, 0): 0})
+        rig.until_end(written, (out, 0))  # fails on any record before the end: none is the zombie's
 
     def test_a_pattern_takes_topics_created_later(self, consumer_rig: ConsumerRig) -> None:
         rig = consumer_rig

@@ -10,7 +10,7 @@ import pytest
 from horae.domain.recurrence import CronSpec
 from horae.domain.trigger import TriggerSpec
 from horae.outbound.results import AttemptResult, SendResult
-from horae.ports import SYSTEM_ZONES, ZoneSource
+from horae.ports import SYSTEM_ZONES, RecordConsumer, ZoneSource
 from horae.projections.rows import Stage
 from horae.testing import (
     InMemoryConsumer,
@@ -71,10 +71,15 @@ class TestInMemoryConsumer(RecordConsumerContract):
         def produce(topic: str, key: bytes, value: bytes, partition: int) -> None:
             shared.produce(topic, key, value, partition)
 
+        def committer(consumer: RecordConsumer, slot: str) -> InMemoryLog:
+            """A member of the log's one group (every consumer's) that only commits."""
+            return shared.member(transactional_id=slot)
+
         return ConsumerRig(
             topics, lambda: InMemoryConsumer(shared), produce,
             lambda name: shared.create_topic(name, 1), "t.",
             lambda topic, p, offset: shared.committed.__setitem__((topic, p), offset),
+            lambda group: InMemoryConsumer(shared), committer,
         )  # fmt: skip
 
 
