@@ -206,6 +206,20 @@ class PostgresHistory:
     ) -> dict[str, Mapping[str, Any]]:
         return dict(self._q(self.queries.last_fires, tenant, trigger_ids, before))
 
+    def search_fires(
+        self,
+        tenant: str,
+        since: datetime,
+        until: datetime,
+        states: list[str] | None,
+        label: tuple[str, str] | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Page:
+        labels = None if label is None else {label[0]: label[1]}
+        search = self.queries.search_fires
+        return _page(self._q(search, tenant, since, until, states, labels, limit, cursor))
+
     def fire(self, tenant: str, fire_key: str) -> FireStory | None:
         found = self._q(self.queries.fire, tenant, fire_key)
         if found is None:

@@ -9,6 +9,7 @@ command, a completion, for one version) and ``suspended`` (tenants), as the read
 from __future__ import annotations
 
 import base64
+import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,6 +42,25 @@ def _page(rows: list[Any], limit: int, cursor: str | None) -> Page:
     items = rows[start : start + limit]
     more = start + limit < len(rows)
     return Page(items, _cursor(start + limit) if more else None)
+
+
+def _keyset_cursor(at: datetime, key: str) -> str:
+    text = json.dumps(["k", at.isoformat(), key])
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def _after(cursor: str | None) -> tuple[datetime, str] | None:
+    """The row a keyset cursor points after (the search's: a page after the cursor's row, as
+    the read model's)."""
+    if cursor is None:
+        return None
+    try:
+        tag, at, key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        if tag != "k" or not isinstance(key, str):
+            raise ValueError
+        return datetime.fromisoformat(at), key
+    except (ValueError, TypeError):
+        raise BadCursor("malformed cursor") from None
 
 
 MISSED = frozenset({"skipped", "expired", "shed", "rejected"})
@@ -167,6 +187,44 @@ class MemoryBackend:
             if r["tenant"] == tenant and r["trigger_id"] in wanted and r["scheduled_at"] < before:
                 last[r["trigger_id"]] = r
         return last
+
+    def search_fires(
+        self,
+        tenant: str,
+        since: datetime,
+        until: datetime,
+        states: list[str] | None,
+        label: tuple[str, str] | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Page:
+        chosen: set[str] | None = None
+        if label is not None:
+            chosen = {
+                t
+                for (owner, t), s in self.stored.items()
+                if owner == tenant and s.definition.labels.get(label[0]) == label[1]
+            }
+        rows = sorted(
+            (
+                r
+                for r in self.fire_rows
+                if r["tenant"] == tenant
+                and r.get("scheduled_at") is not None
+                and since <= r["scheduled_at"] < until
+                and (not states or r.get("status") in states)
+                and (chosen is None or r["trigger_id"] in chosen)
+            ),
+            key=lambda r: (r["scheduled_at"], r["fire_key"]),
+        )
+        after = _after(cursor)
+        if after is not None:
+            rows = [r for r in rows if (r["scheduled_at"], r["fire_key"]) > after]
+        more = len(rows) > limit
+        page = rows[:limit]
+        last = page[-1] if page else None
+        token = _keyset_cursor(last["scheduled_at"], last["fire_key"]) if more and last else None
+        return Page(page, token)
 
     def fire(self, tenant: str, fire_key: str) -> FireStory | None:
         for r in self.fire_rows:

@@ -153,6 +153,24 @@ class HistorySource(Protocol):
         ``trigger_ids`` that has one, by trigger id; of ``tenant`` only."""
         ...
 
+    def search_fires(
+        self,
+        tenant: str,
+        since: datetime,
+        until: datetime,
+        states: list[str] | None,
+        label: tuple[str, str] | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Page:
+        """The tenant's fires (rows as :meth:`fires` gives) scheduled in ``[since, until)``,
+        across its triggers, by ``(scheduled_at, fire_key)``: only those whose shown state
+        (``status``: ``succeeded``, ``failed``, ``dispatching``, ``skipped``, ...) is one of
+        ``states``, and those of triggers whose latest version has the label ``label`` (deleted
+        ones included). Keyset-paged: a page after the cursor's row, whatever was added
+        before it since."""
+        ...
+
     def fire(self, tenant: str, fire_key: str) -> FireStory | None: ...
 
     def lateness(

@@ -696,6 +696,35 @@ class Service:
             "trigger_state": held.shown,
         }
 
+    def search_fires(
+        self,
+        tenant: str,
+        *,
+        since: datetime | None,
+        until: datetime | None,
+        state: str | None,
+        label: str | None,
+        cursor: str | None,
+        limit: int,
+    ) -> dict[str, Any]:
+        """A page of the tenant's fires across its triggers in the window (default: the week
+        before a day ahead), ``state`` a comma-separated filter on the shown state, ``label``
+        ``key:value`` of their triggers; each item a history item with its trigger id."""
+        start, end = _window(since, until, self.clock(), timedelta(days=7))
+        states = [s for s in (state or "").split(",") if s] or None
+        pair = None
+        if label is not None:
+            k, _, v = label.partition(":")
+            pair = (k, v)
+        search = self.history.search_fires
+        page = self._page(
+            lambda: search(tenant, start, end, states, pair, limit, cursor), cursor=cursor
+        )
+        return {
+            "items": [history_item(r) | {"trigger_id": r["trigger_id"]} for r in page.items],
+            "next_cursor": page.next_cursor,
+        }
+
     def fire_story(self, tenant: str, fire_key: str) -> dict[str, Any]:
         """One fire with its attempts and outcomes (404 when absent or another tenant's)."""
         story = self.history.fire(tenant, fire_key)

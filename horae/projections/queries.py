@@ -1,10 +1,13 @@
-"""History queries the API uses (read-only). Every query is scoped to one tenant: a tenant can
-never read another tenant's rows through them (invariant 4).
+"""History queries the API uses (read-only). Every query the API uses is scoped to one tenant: a
+tenant can never read another tenant's rows through them (invariant 4); only the projector's
+gauges (:meth:`HistoryQueries.undispatched`) read across tenants.
 
 - :meth:`HistoryQueries.fires` — fires of a trigger whose scheduled instant is in a window,
   optionally filtered by state (matches the ``status`` — decision refined by dispatch/outcome,
   e.g. ``succeeded`` — or the decision ``state``, e.g. ``skipped``), oldest first, with an opaque
   cursor for the next page;
+- :meth:`HistoryQueries.search_fires` — a tenant's fires across its triggers in a window, by
+  shown state (``status``) and label, oldest first, keyset-paged (``GET /v1/fires``);
 - :meth:`HistoryQueries.fire` — one fire with its attempts, every outcome recorded for it (the
   dispatcher's and each callback's) and the authoritative one (a callback's over the
   dispatcher's, then the later record), each with its tzdata version;
@@ -16,7 +19,8 @@ never read another tenant's rows through them (invariant 4).
 - :meth:`HistoryQueries.triggers` — triggers of a tenant (latest version), cursor-paginated;
 - for the HTTP API: :meth:`HistoryQueries.trigger_row` / :meth:`HistoryQueries.trigger_rows`
   (full latest versions), :meth:`HistoryQueries.lateness_summary` (with max and missed),
-  :meth:`HistoryQueries.audit_entries`.
+  :meth:`HistoryQueries.audit_entries`;
+- for the projector's gauges, across tenants: :meth:`HistoryQueries.undispatched`.
 
 Each call runs in its own short, read-only transaction with ``search_path`` set to the schema;
 connections come from a ``psycopg_pool.ConnectionPool`` or a single ``psycopg.Connection``, which
@@ -137,6 +141,63 @@ class HistoryQueries:
         with self._cursor() as cur:
             rows = cur.execute(sql("queries/last_fires"), params).fetchall()
         return {r["trigger_id"]: r for r in rows}
+
+    def search_fires(
+        self,
+        tenant: str,
+        since: datetime,
+        until: datetime,
+        states: Sequence[str] | None = None,
+        labels: dict[str, str] | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RowPage:
+        """A tenant's fires scheduled in ``[since, until)``, oldest first, keyset-paged on
+        ``(scheduled_at, fire_key)``: only those whose shown state (``status``) is one of
+        ``states`` and whose trigger's latest version has every label of ``labels``. One
+        transaction: the labelled triggers' ids, then one index range per state (the
+        ``fires_tenant_status`` index), or the tenant's fires by time
+        (``fires_tenant_scheduled``)."""
+        limit = max(1, min(limit, MAX_LIMIT))
+        after_at: datetime | None = None
+        after_key: str | None = None
+        if cursor:
+            text, after_key = _decode_cursor(cursor, 2)
+            try:
+                after_at = datetime.fromisoformat(text)
+            except ValueError as exc:
+                raise BadCursor("malformed cursor") from exc
+        params: dict[str, Any] = {"tenant": tenant, "since": since, "until": until,
+                                  "states": sorted(set(states)) if states else None,
+                                  "trigger_ids": None, "after_at": after_at,
+                                  "after_key": after_key, "limit": limit + 1}  # fmt: skip
+        with self._cursor() as cur:
+            if labels:
+                found = cur.execute(
+                    sql("queries/labelled_triggers"),
+                    {"tenant": tenant, "labels": json.dumps(labels)},
+                ).fetchall()
+                if not found:
+                    return RowPage([], None)
+                params["trigger_ids"] = [r["trigger_id"] for r in found]
+            name = "queries/fires_search_states" if states else "queries/fires_search"
+            rows = cur.execute(sql(name), params).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        last = rows[-1] if rows else None
+        token = (
+            _encode_cursor([last["scheduled_at"].isoformat(), last["fire_key"]])
+            if more and last
+            else None
+        )
+        return RowPage(rows, token)
+
+    def undispatched(self, now: datetime) -> list[dict[str, Any]]:
+        """Rows ``lane, tenant, fires, oldest_due_at``: webhook fires due at ``now`` or before,
+        decided (fired) and not yet attempted, per lane and tenant (every tenant: the platform's
+        gauges, never an answer to a tenant)."""
+        with self._cursor() as cur:
+            return cur.execute(sql("queries/undispatched"), {"now": now}).fetchall()
 
     def fire(self, tenant: str, fire_key: str) -> FireDetail | None:
         params = {"tenant": tenant, "fire_key": fire_key}

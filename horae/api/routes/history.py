@@ -1,6 +1,7 @@
 """What happened, from the read models: a trigger's fires (decision, delivery, lateness,
-outcome), one fire's story, lateness of a trigger or the whole tenant, a trigger's events, the
-tenant's audit. Windows are ``from`` / ``to`` (RFC 3339), pages keyset cursors."""
+outcome), the tenant's fires searched by window, state and label, one fire's story, lateness of
+a trigger or the whole tenant, a trigger's events, the tenant's audit. Windows are ``from`` /
+``to`` (RFC 3339), pages keyset cursors."""
 
 from typing import Annotated
 
@@ -19,7 +20,8 @@ from horae.api.dependencies import (
     Until,
 )
 from horae.api.ports import SHOWN_STATES
-from horae.api.routes.common import LATENESS, PAGE, PAGE_PROPERTIES, ok
+from horae.api.routes.common import LATENESS, PAGE, PAGE_PROPERTIES, ok, ref
+from horae.api.routes.schedules import Label
 
 router = APIRouter(tags=["history"])
 
@@ -69,6 +71,39 @@ def history_of(
         since=since,
         until=until,
         state=state,
+        cursor=cursor,
+        limit=limit,
+    )
+    return JSONResponse(page)
+
+
+FIRE_PAGE = {
+    "type": "object",
+    "required": ["items", "next_cursor"],
+    "properties": {
+        "items": {"type": "array", "items": ref("FireItem")},
+        "next_cursor": {"type": ["string", "null"]},
+    },
+}
+
+
+@router.get("/v1/fires", responses=ok(200, FIRE_PAGE))
+def search_fires(
+    who: Reader,
+    service: ServiceDep,
+    since: Since = None,
+    until: Until = None,
+    state: Annotated[str | None, Query(max_length=256, pattern=TEXT)] = None,
+    label: Label = None,
+    cursor: Cursor = None,
+    limit: Limit = 100,
+) -> Response:
+    page = service.search_fires(
+        who.tenant,
+        since=since,
+        until=until,
+        state=state,
+        label=label,
         cursor=cursor,
         limit=limit,
     )

@@ -176,6 +176,12 @@ CREATE TABLE fires (
 ) WITH (fillfactor = 85);  -- room for HOT updates when attempts and outcomes arrive
 CREATE INDEX fires_trigger_scheduled ON fires (tenant, trigger_id, scheduled_at, fire_key);
 CREATE INDEX fires_tenant_due ON fires (tenant, due_at);
+-- a tenant's fires by time, and by shown state and time (GET /v1/fires)
+CREATE INDEX fires_tenant_scheduled ON fires (tenant, scheduled_at, fire_key);
+CREATE INDEX fires_tenant_status ON fires (tenant, status, scheduled_at, fire_key);
+-- webhook fires decided and not yet attempted (the projector's undispatched gauges)
+CREATE INDEX fires_undispatched ON fires (due_at)
+    WHERE status = 'fired' AND target_kind = 'webhook';
 
 -- A second fire record under an existing fire key: never applied, counted and kept here.
 -- ``identical`` says whether its decision equals the applied one (a re-sent record) or not.

@@ -39,6 +39,7 @@ UNSCOPED: list[tuple[str, str, Any, str]] = [
     ("GET", "/v1/schedules", None, "read"),
     ("POST", "/v1/dry-run", cron("dry"), "read"),
     ("GET", "/v1/lateness", None, "read"),
+    ("GET", "/v1/fires?state=failed", None, "read"),
     ("GET", "/v1/audit", None, "read"),
     ("GET", "/v1/admin/tenants", None, "platform"),
     ("PUT", "/v1/admin/tenants/acme/suspension", {"suspended": True}, "platform"),
