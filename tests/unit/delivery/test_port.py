@@ -201,3 +201,27 @@ def test_an_order_of_a_kind_that_is_not_dispatched_is_unsendable(
     sent = asyncio.run(attempt_once(order, DISPATCHER, sender, VirtualClock(1_743_318_001.0)))
     assert sender.sent == [] and sent.result is None and sent.not_sent == UNSENDABLE
     assert sent.error == "unsendable: target kind event is not dispatched (hand-over topic)"
+
+
+def test_a_dispatched_kind_that_is_not_signed_is_not_sent(
+    pigeon: ev.TriggerDefinition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row that breaks the port's contract (dispatched, unsigned) sends nothing unsigned: the
+    call is signed when the tenant's secrets are there, else the attempt is unsendable."""
+
+    class Unsigned(PigeonDeliverer):
+        signed = False
+
+    monkeypatch.setitem(DELIVERERS, PIGEON, Unsigned())
+    outputs = fire_outputs(
+        UNENCODED, pigeon, 0, scheduled=1_743_318_000, origin=ev.Origin.SCHEDULED,
+        lane=ev.Lane.ON_TIME, now=1_743_318_000.5,
+    )  # fmt: skip
+    order = outputs[1].event
+    assert isinstance(order, ev.DispatchOrder)
+    unsigned = replace(order, target=replace(order.target, secret_refs=()))
+    sender = RecordingSender()
+    sent = asyncio.run(attempt_once(unsigned, DISPATCHER, sender, VirtualClock(1_743_318_001.0)))
+    assert sent.not_sent == UNSENDABLE and sent.result is None and sender.sent == []
+    asyncio.run(attempt_once(order, DISPATCHER, sender, VirtualClock(1_743_318_001.0)))
+    assert [bool(c.headers.get("webhook-signature")) for c in sender.sent] == [True]
