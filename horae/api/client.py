@@ -334,6 +334,46 @@ class ApiClient:
 
         return self._every(fetch)
 
+    def fires(
+        self,
+        *,
+        start: When | None = None,
+        end: When | None = None,
+        state: str | None = None,
+        label: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> Page:
+        """GET /v1/fires: one page of the tenant's fires across its triggers (``state``
+        comma-separated shown states, ``label`` ``key:value``)."""
+        params = {
+            "from": None if start is None else _when(start),
+            "to": None if end is None else _when(end),
+            "state": state,
+            "label": label,
+            "cursor": cursor,
+            "limit": limit,
+        }
+        return self._page("/v1/fires", params)
+
+    def fires_all(
+        self,
+        *,
+        start: When | None = None,
+        end: When | None = None,
+        state: str | None = None,
+        label: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[JSON]:
+        """Every fire of the search, following the cursors."""
+
+        def fetch(cursor: str | None) -> Page:
+            return self.fires(
+                start=start, end=end, state=state, label=label, cursor=cursor, limit=limit
+            )
+
+        return self._every(fetch)
+
     def fire(self, fire_key: str) -> JSON:
         """GET /v1/fires/{fire_key}: ``{fire, attempts, outcome}``."""
         result: JSON = self._json("GET", f"/v1/fires/{_segment(fire_key)}")

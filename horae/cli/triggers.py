@@ -1,5 +1,6 @@
-"""``horae triggers ...``, ``horae history``, ``horae lateness``, ``horae backfill``: the HTTP API
-(``docs/api.md``) for people, through :class:`horae.api.client.ApiClient`.
+"""``horae triggers ...``, ``horae history``, ``horae fires``, ``horae lateness``,
+``horae backfill``: the HTTP API (``docs/api.md``) for people, through
+:class:`horae.api.client.ApiClient`.
 
 Usage::
 
@@ -16,6 +17,7 @@ Usage::
     horae triggers export [ID...] [--label KEY:VALUE]   (YAML documents for ``horae apply``)
     horae targets verify URL | check HOST      (prove the tenant controls a webhook host)
     horae history TRIGGER [--from T] [--to T] [--state S] [--limit N]
+    horae fires [--from T] [--to T] [--state S[,S...]] [--label KEY:VALUE] [--limit N]
     horae lateness [TRIGGER] [--from T] [--to T]
     horae backfill TRIGGER --from T --to T [--reason TEXT] [--yes]
 
@@ -205,6 +207,13 @@ def history_table(items: Iterable[JSON]) -> str:
     return table(headers, rows)
 
 
+def fires_table(items: Iterable[JSON]) -> str:
+    """The fire search: a history table with each fire's trigger."""
+    headers = ("SCHEDULED", "TRIGGER", "STATE", "LANE", "LATENESS_MS", "CAUSE", "FIRE_KEY")
+    keys = ("scheduled_at", "trigger_id", "state", "lane", "lateness_ms", "cause", "fire_key")
+    return table(headers, ([f.get(k) for k in keys] for f in items))
+
+
 LATENESS = ("fires", "p50_ms", "p99_ms", "max_ms", "missed")
 
 
@@ -327,6 +336,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     history.add_argument("--limit", type=int, default=None, help="at most this many (all pages)")
     connect.add_connection_flags(history)
     history.set_defaults(func=_history)
+
+    text = "search the tenant's fires across its triggers: window, state, label"
+    fires = subparsers.add_parser("fires", help=text, description=text)
+    fires.add_argument("--from", dest="start", metavar="INSTANT", help="RFC 3339, inclusive")
+    fires.add_argument("--to", dest="end", metavar="INSTANT", help="RFC 3339, exclusive")
+    fires.add_argument(
+        "--state", default=None, help="only fires in these states (comma-separated: failed,...)"
+    )
+    fires.add_argument("--label", metavar="KEY:VALUE", default=None, help="only this label")
+    fires.add_argument("--limit", type=int, default=None, help="at most this many (all pages)")
+    connect.add_connection_flags(fires)
+    fires.set_defaults(func=_fires)
 
     text = "lateness (p50/p99/max, missed) of a trigger or of the whole tenant over a window"
     lateness = subparsers.add_parser("lateness", help=text, description=text)
@@ -639,6 +660,22 @@ def _history(settings: Settings, args: argparse.Namespace) -> int:
         print(history_table(fires))
         if isinstance(state, str) and state in NOT_LIVE:
             print(f"{args.trigger} is {NOT_LIVE[state]}")
+    return 0
+
+
+def _fires(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        with connect.open_client(settings, args) as api:
+            pages = api.fires_all(
+                start=args.start, end=args.end, state=args.state, label=args.label
+            )
+            found = list(islice(pages, args.limit))
+    except (ApiError, ApiUnreachable) as exc:
+        return connect.failed("horae fires", exc)
+    if args.json:
+        _print_json(found)
+    else:
+        print(fires_table(found))
     return 0
 
 
