@@ -13,28 +13,28 @@ WITH stored AS (
     FROM stage_outcomes
     ON CONFLICT (fire_key, src_partition, src_offset) DO NOTHING
     RETURNING fire_key, src_partition, src_offset
-), progress AS (
-    SELECT o.fire_key, max(o.attempts) AS attempts, min(o.first_attempt_at) AS first_at,
-        max(o.last_attempt_at) AS last_at
-    FROM stage_outcomes o
-    JOIN stored USING (fire_key, src_partition, src_offset)
-    GROUP BY o.fire_key
 ), best AS (
+    -- one pass over the records stored now: the authoritative one per fire, with the attempt
+    -- progress of them all (a window, not a second set joined on fire_key: PostgreSQL estimates
+    -- such a join of two derived sets at one row and loops over it, quadratic in the batch)
     SELECT DISTINCT ON (o.fire_key)
         o.fire_key, o.key_hash, o.tenant, o.trigger_id, o.state, o.decided_at, o.source,
-        o.src_partition, o.src_offset
+        o.src_partition, o.src_offset,
+        max(o.attempts) OVER fire AS attempts,
+        min(o.first_attempt_at) OVER fire AS first_at,
+        max(o.last_attempt_at) OVER fire AS last_at
     FROM stage_outcomes o
     JOIN stored USING (fire_key, src_partition, src_offset)
+    WINDOW fire AS (PARTITION BY o.fire_key)
     ORDER BY o.fire_key, (o.source = 'callback') DESC, o.src_partition DESC, o.src_offset DESC
 )
 INSERT INTO fires AS f (
     fire_key, key_hash, tenant, trigger_id, attempt_count, first_attempt_at, last_attempt_at,
     outcome, outcome_at, outcome_source, outcome_src_partition, outcome_src_offset
 )
-SELECT b.fire_key, b.key_hash, b.tenant, b.trigger_id, p.attempts, p.first_at, p.last_at,
+SELECT b.fire_key, b.key_hash, b.tenant, b.trigger_id, b.attempts, b.first_at, b.last_at,
     b.state, b.decided_at, b.source, b.src_partition, b.src_offset
 FROM best b
-JOIN progress p USING (fire_key)
 ON CONFLICT (fire_key) DO UPDATE SET
     attempt_count = GREATEST(f.attempt_count, EXCLUDED.attempt_count),
     first_attempt_at = LEAST(f.first_attempt_at, EXCLUDED.first_attempt_at),
