@@ -30,7 +30,7 @@ def touched(node: dict[str, Any]) -> float:
         + node.get("Rows Removed by Filter", 0)
         + node.get("Rows Removed by Join Filter", 0)
     ) * node.get("Actual Loops", 1)
-    return own + sum(touched(child) for child in node.get("Plans", []))
+    return float(own + sum(touched(child) for child in node.get("Plans", [])))
 
 
 def merge_costs(
