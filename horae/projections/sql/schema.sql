@@ -177,8 +177,10 @@ CREATE TABLE fires (
 CREATE INDEX fires_trigger_scheduled ON fires (tenant, trigger_id, scheduled_at, fire_key);
 CREATE INDEX fires_tenant_due ON fires (tenant, due_at);
 -- a tenant's fires by time, and by shown state and time (GET /v1/fires)
-CREATE INDEX fires_tenant_scheduled ON fires (tenant, scheduled_at, fire_key);
-CREATE INDEX fires_tenant_status ON fires (tenant, status, scheduled_at, fire_key);
+CREATE INDEX fires_tenant_scheduled ON fires (tenant, scheduled_at, fire_key)
+    INCLUDE (trigger_id);
+CREATE INDEX fires_tenant_status ON fires (tenant, status, scheduled_at, fire_key)
+    INCLUDE (trigger_id);
 -- webhook fires decided and not yet attempted (the projector's undispatched gauges)
 CREATE INDEX fires_undispatched ON fires (due_at)
     WHERE status = 'fired' AND target_kind = 'webhook';
