@@ -82,6 +82,10 @@ def retry_to_domain(r: ev.RetryPolicy) -> BackoffPolicy:
         max_backoff_ms=round(r.max_s * 1000),
         jitter_ratio=r.jitter_ratio,
         honor_retry_after=r.honour_retry_after,
+        max_event_age_ms=None if r.max_event_age_s is None else r.max_event_age_s * 1000,
+        max_retry_duration_ms=(
+            None if r.max_retry_duration_s is None else r.max_retry_duration_s * 1000
+        ),
     )
 
 

@@ -237,6 +237,12 @@ class RetryPolicy:
     honour_retry_after: bool = True
     multiplier: float = 2.0  # since v2
     jitter_ratio: float = 0.5  # since v2
+    #: since v6: a fire older than this (seconds) when it would be sent is not sent (expired),
+    #: and no retry starts past it (EventBridge MaximumEventAgeInSeconds); null: no bound
+    max_event_age_s: int | None = None
+    #: since v6: no retry starts this long (seconds) after the first attempt started (Cloud
+    #: Scheduler maxRetryDuration); null: no bound
+    max_retry_duration_s: int | None = None
 
 
 @event

@@ -194,6 +194,32 @@ def _domain_check(r: ev.Recurrence, p: ev.Policies) -> TriggerSpec:
     return spec_of(r, p)
 
 
+#: bounds of ``policies.retry.max_event_age_s`` and ``max_retry_duration_s`` (1 s .. 7 days)
+MAX_AGE_BOUND_S = 7 * 86400
+
+
+def check_bounded_age(d: ev.TriggerDefinition) -> None:
+    """``policies.retry.max_event_age_s`` and ``max_retry_duration_s``: null or 1 s .. 7 days;
+    a retry duration only where there are retries (a target the dispatcher sends to: an event
+    target's fire is written with its decision, never retried)."""
+    r = d.policies.retry
+    for name, value in (
+        ("max_event_age_s", r.max_event_age_s),
+        ("max_retry_duration_s", r.max_retry_duration_s),
+    ):
+        if value is not None and not 1 <= value <= MAX_AGE_BOUND_S:
+            raise ValidationError(
+                f"policies.retry.{name}", value, f"out of range 1..{MAX_AGE_BOUND_S} seconds"
+            )
+    if r.max_retry_duration_s is not None and not deliverer(d.target.kind).in_flight:
+        raise ValidationError(
+            "policies.retry.max_retry_duration_s",
+            r.max_retry_duration_s,
+            f"a {d.target.kind.value} target is never retried (its event is written with the "
+            "fire's decision): leave it null",
+        )
+
+
 def validate_definition(d: ev.TriggerDefinition) -> None:
     """Structural and domain validation; raises :class:`ValidationError` naming the field."""
     for field, value in (("tenant", d.tenant), ("trigger_id", d.trigger_id)):
@@ -202,6 +228,7 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
     check_definition(d)
     if d.version < 1:
         raise ValidationError("version", d.version, "versions start at 1")
+    check_bounded_age(d)
     domain_checked(d.recurrence, d.policies)
     t = d.target
     deliverer(t.kind).validate(d.tenant, t)

@@ -95,6 +95,8 @@ def plan_retry(
     attempt: int,
     failed_at_ms: int,
     next_instant_ms: int | None = None,
+    first_attempt_ms: int | None = None,
+    origin_ms: int | None = None,
 ) -> RetryPlan:
     """Classify ``result`` (attempt ``attempt``, 1-based, ended at ``failed_at_ms``) and, if it may
     be retried, ask :func:`horae.domain.retry.next_retry` for the time, with the target's
@@ -103,5 +105,14 @@ def plan_retry(
     if not verdict.retry:
         return RetryPlan(verdict, RetryDecision(None, 0, f"final: {verdict.reason}"))
     hint_ms = None if verdict.retry_after_s is None else math.ceil(verdict.retry_after_s * 1000)
-    decision = next_retry(policy, fire_key, attempt, failed_at_ms, hint_ms, next_instant_ms)
+    decision = next_retry(
+        policy,
+        fire_key,
+        attempt,
+        failed_at_ms,
+        hint_ms,
+        next_instant_ms,
+        first_attempt_ms,
+        origin_ms,
+    )
     return RetryPlan(verdict, decision)

@@ -44,7 +44,7 @@ class Breaker:
 
     def observe(self, trigger_key: str, verdict: Verdict) -> int | None:
         """Record a fire's final verdict; the failure count when this one trips the breaker."""
-        if self.threshold <= 0 or verdict is Verdict.RETRY or verdict is Verdict.CANCELLED:
+        if self.threshold <= 0 or verdict in (Verdict.RETRY, Verdict.CANCELLED, Verdict.EXPIRED):
             return None
         if verdict not in TERMINAL_FAILURES:
             self._failed.pop(trigger_key, None)

@@ -6,8 +6,11 @@ the fire lives (its partition, and a :class:`~horae.contracts.routing.Router` fo
 keys); it returns the :class:`~horae.ports.Emit` records to commit with the lane offset (see
 :mod:`.records` for which). Retry timing is the domain's (:func:`horae.outbound.plan_retry` →
 :func:`horae.domain.retry.next_retry`): exponential backoff with jitter, ``Retry-After`` as a
-floor, the attempt budget (counted from the budget base a redrive sets), and truncation at
-``order.deadline`` (the trigger's next instant, when the planner sets it).
+floor, the attempt budget (counted from the budget base a redrive sets), truncation at
+``order.deadline`` (the trigger's next instant, when the planner sets it), and the bounded age of
+``policies.retry`` (no retry after ``max_retry_duration_s`` from the first attempt's start, nor
+past ``max_event_age_s`` of the fire's age). An order older than ``max_event_age_s`` when it
+would be sent is concluded by :func:`expired` instead, never sent.
 
 No I/O and no clock; it imports the contracts, the domain, the ports and the pure parts of the
 outbound edge, never ``confluent_kafka``, ``psycopg`` or ``aiohttp``.
@@ -19,10 +22,11 @@ from dataclasses import dataclass
 
 from horae.contracts import events as ev
 from horae.contracts.domain_map import retry_to_domain
+from horae.contracts.ids import event_id
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
 from horae.domain.errors import ValidationError
-from horae.domain.retry import BackoffPolicy
+from horae.domain.retry import BackoffPolicy, age_origin_ms, expiry
 from horae.outbound.results import AttemptResult, Outcome, SendResult
 from horae.outbound.retry_decision import plan_retry
 from horae.ports import Emit
@@ -68,6 +72,65 @@ def _policy(order: ev.DispatchOrder) -> BackoffPolicy:
         return retry_to_domain(order.retry)
     except ValidationError:  # the planner validated it; an odd order falls back to defaults
         return BackoffPolicy()
+
+
+def origin_ms_of(order: ev.DispatchOrder) -> int:
+    """Where the fire's age counts from (:func:`horae.domain.retry.age_origin_ms`)."""
+    fire = order.fire
+    return age_origin_ms(fire.origin.value, ms_of(fire.due_at), ms_of(fire.decided_at))
+
+
+def expired(
+    order: ev.DispatchOrder,
+    carried: OrderHeaders,
+    router: Router,
+    partition: int,
+    now_ms: int,
+) -> Conclusion | None:
+    """The conclusion of an order too old to send at ``now_ms`` (``policies.retry``'s
+    ``max_event_age_s``), or ``None`` when it may go (pure). No attempt record: the outcome
+    ``exhausted`` (the closest state readers before it know: terminal, not sent again) with
+    ``attempts`` the attempts made before, its error the cause, and ``schedule.expired`` with
+    the cause; no DLQ (the tenant's policy said so, not a failure)."""
+    cause = expiry(_policy(order), origin_ms_of(order), now_ms)
+    if cause is None:
+        return None
+    fire = order.fire
+    age_s = (now_ms - origin_ms_of(order)) / 1000
+    detail = f"{cause} ({age_s:.3f} s old, max_event_age_s {order.retry.max_event_age_s})"
+    first = carried.first_attempt_ms
+    outcome = ev.WorkOutcome(
+        fire_key=fire.fire_key,
+        key_hash=fire.key_hash,
+        tenant=fire.tenant,
+        trigger_id=fire.trigger_id,
+        state=ev.OutcomeState.EXHAUSTED,
+        attempts=order.attempt - 1,
+        decided_at=utc_datetime_of_ms(now_ms),
+        first_attempt_at=None if first is None else utc_datetime_of_ms(first),
+        error=detail,
+        source=ev.OutcomeSource.DISPATCHER,
+        tzdata_version=fire.tzdata_version,
+    )
+    event = ev.ScheduleEvent(
+        event_id=event_id(ev.ScheduleEventType.EXPIRED.value, fire.fire_key, order.attempt),
+        type=ev.ScheduleEventType.EXPIRED.value,
+        tenant=fire.tenant,
+        trigger_id=fire.trigger_id,
+        emitted_at=utc_datetime_of_ms(now_ms),
+        trigger_version=fire.trigger_version,
+        fire_key=fire.fire_key,
+        key_hash=fire.key_hash,
+        origin=fire.origin,
+        scheduled_at=fire.scheduled_at,
+        due_at=fire.due_at,
+        cause=detail[:500],
+        attempt=order.attempt,
+        tzdata_version=fire.tzdata_version,
+    )
+    headers = carried.to_headers()
+    emits = [router.emit(outcome, partition, headers=headers), router.emit(event, partition)]
+    return Conclusion(Verdict.EXPIRED, emits, detail)
 
 
 def cancelled(
@@ -118,6 +181,8 @@ def conclude(
             attempt=max(1, order.attempt - carried.budget_base),
             failed_at_ms=sent.ended_ms,
             next_instant_ms=ms_of(order.deadline) if order.deadline is not None else None,
+            first_attempt_ms=first_ms,
+            origin_ms=origin_ms_of(order),
         )
         cause = plan.next.cause
         if plan.next.at_ms is not None:

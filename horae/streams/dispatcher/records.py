@@ -63,6 +63,7 @@ class Verdict(StrEnum):
     EXHAUSTED = "exhausted"
     UNKNOWN = "unknown"
     CANCELLED = "cancelled"  # never sent: the planner replaced the fire
+    EXPIRED = "expired"  # not sent: older than policies.retry.max_event_age_s when it would go
 
 
 TERMINAL_FAILURES = frozenset({Verdict.FAILED, Verdict.EXHAUSTED, Verdict.UNKNOWN})

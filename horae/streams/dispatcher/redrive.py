@@ -4,7 +4,8 @@
 each selected entry (the latest DLQ record per fire key), a new order on the retry lane, on the
 DLQ record's partition (the trigger's) and keyed by the same fire key:
 attempt = the DLQ'd attempt + 1 (attempt numbers stay unique per fire), ``not_before`` = now, no
-deadline (the operator asked for it after the fact), and headers ``horae-redrive-of:
+deadline and no bounded age (``max_event_age_s``, ``max_retry_duration_s``: the operator asked
+for it after the fact), and headers ``horae-redrive-of:
 <dlq topic>:<partition>:<offset>`` (every record of the redriven attempts carries it) and
 ``horae-budget-base`` = the DLQ'd attempt, so the retry policy's attempt budget starts afresh.
 A dispatcher consumes it like any retry; its class is the fire's origin lane. Each redrive is a
@@ -99,6 +100,7 @@ def redrive_order(entry: DlqEntry, now: datetime) -> tuple[ev.DispatchOrder, Ord
         attempt=entry.order.attempt + 1,
         not_before=now,
         deadline=None,
+        retry=replace(entry.order.retry, max_event_age_s=None, max_retry_duration_s=None),
     )
     return order, OrderHeaders(None, entry.order.attempt, entry.link)
 

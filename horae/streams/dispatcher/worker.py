@@ -10,7 +10,9 @@
    concluded (:func:`~.conclude.conclude`) and handed back to the pump, which commits its records
    with the lane offset in one transaction. Sends start at once: when orders arrive and when a
    send ends (its slot goes to the next ready order); the loop's timer only wakes for orders
-   that become ready with time (``not_before``, a tenant's rate tokens);
+   that become ready with time (``not_before``, a tenant's rate tokens). An order older than its
+   ``policies.retry.max_event_age_s`` when its send would start is not sent: it is concluded
+   ``expired`` (:func:`~.conclude.expired`), committed the same way;
 3. an order whose partition was rewound or revoked meanwhile is dropped unsent (it is consumed
    again); a concluded attempt of such an order is discarded by the pump;
 4. a cancel marker (the planner replaced a fire, overlap ``replace``): the fire's first attempt,
@@ -47,7 +49,13 @@ from horae.ports import SYSTEM_CLOCK, Clock, Resolver
 from horae.ports import HttpSender as HttpSenderPort
 from horae.streams.dispatcher.admission import Admission, lane_class
 from horae.streams.dispatcher.callback import CallbackHandler, OutcomeWriter, start_callback_server
-from horae.streams.dispatcher.conclude import H_DLQ_CAUSE, Conclusion, cancelled, conclude
+from horae.streams.dispatcher.conclude import (
+    H_DLQ_CAUSE,
+    Conclusion,
+    cancelled,
+    conclude,
+    expired,
+)
 from horae.streams.dispatcher.config import DispatcherConfig
 from horae.streams.dispatcher.deliver import attempt_once, crashed
 from horae.streams.dispatcher.metrics import GAUGE_EVERY_S, DispatcherMetrics, target_class
@@ -275,6 +283,11 @@ class Dispatcher:
         started_ms = int(self.clock.now() * 1000)
         try:
             order = item.order
+            stale = expired(order, item.carried, self.router, item.partition, started_ms)
+            if stale is not None:  # older than its max event age: concluded, never sent
+                log.info("not sending %s: %s", order.fire.fire_key, stale.cause)
+                self.pump.finish(Finished(item, stale))
+                return
             sent = await attempt_once(order, self.config, self.sender, self.clock)
             sending = False
             self._sent(tenant)
