@@ -1,30 +1,40 @@
-"""Exactly-once decisions through broker deaths on a 3-broker KRaft cluster (RF 3,
-``min.insync.replicas=2``, producers ``acks=all``): while two planners decide six triggers firing
-every second, the leader of a ledger (``fires``) partition is SIGKILLed, then the leader of the
-transaction coordinator's partition (``__transaction_state``; one partition here, so it
-coordinates every planner's transactions), then the active controller; each broker is started
-again once the others took over, and the next kill waits until every replica is back in sync.
-Last, the leader of another fires partition is paused (SIGSTOP) for 20 s, past the broker's and
-the planners' session timeouts, and continued.
-A second test kills mid-peak: 1,000 triggers due together every 5 s, the leader of a fires
-partition and then the transaction coordinator SIGKILLed 50 ms into a peak.
-Planners that exit (a transaction call that hung ends a process, status 70) are started again,
-as a supervisor would. The read_committed ledger must then hold every instant of every trigger
-exactly once: 0 lost, 0 doubled.
+"""Exactly-once through broker deaths on a 3-broker KRaft cluster (RF 3,
+``min.insync.replicas=2``, producers ``acks=all``).
+
+Mid-steady, the whole system (the soak's: two planners, two dispatchers, the projector, webhook
+and event targets, :mod:`tests.chaos.soak.driver`) runs while the leader of a ledger (``fires``)
+partition is SIGKILLed, then the leader of the transaction coordinator's partition
+(``__transaction_state``; one partition here, so it coordinates every transaction), then the
+active controller; each broker is started again once the others took over, and the next fault
+waits until every replica is back in sync. Last, the leader of another fires partition is paused
+(SIGSTOP) for 20 s, past the broker's and the members' session timeouts, and continued. The
+soak's checker (:mod:`tests.chaos.soak.check`) then finds every instant decided exactly once,
+every webhook delivered with one key, every event once, and the read models equal to a rebuild.
+
+Mid-peak, 1,000 triggers are due together every 5 s under two planners: the leader of a fires
+partition, the transaction coordinator and the active controller are SIGKILLed 50 ms into a peak;
+the read_committed ledger must hold every instant of every trigger exactly once.
+
+Processes that exit (a fenced static member, status 1; a transaction call that hung, status 70)
+are started again, as a supervisor would.
 
 The cluster is the session's when it has three brokers (``HORAE_TEST_BROKERS=3``), else a
-private one started here (free ports, a temporary state directory, removed afterwards)."""
+private one started here (free ports, a temporary state directory, removed afterwards) and
+shared by both tests."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
 import pytest
 from confluent_kafka import KafkaException, Producer
 
@@ -39,6 +49,7 @@ from horae.kafka.admin import Plan, admin_client, apply, delete_under
 from horae.kafka.config import client_config
 from horae.kafka.connection import use_connection
 from horae.streams.planner.clock import ensure_clock_topic
+from tests.chaos.soak.driver import Profile, Services, Soak, render
 from tests.integration.planner.harness import (
     PARTITIONS,
     PlannerEnv,
@@ -188,85 +199,6 @@ def _setup(cluster: Cluster, prefix: str, logs: Path) -> tuple[PlannerEnv, Super
     return env, Supervised(env, {"HORAE_KAFKA_BOOTSTRAP": bootstrap, **cluster.env}, logs)
 
 
-@pytest.mark.timeout(900)
-def test_broker_kills_and_a_pause_lose_and_double_nothing(
-    cluster: Cluster, unique: str, tmp_path: Path
-) -> None:
-    kafka = cluster.kafka
-    bootstrap = kafka.bootstrap
-    prefix = f"t{unique}."
-    env, planners = _setup(cluster, prefix, tmp_path)
-    fires_topic = env.topic(Topic.FIRES)
-    watched = [fires_topic, TXN_STATE, "__consumer_offsets"]
-    recoveries: dict[str, float] = {}
-    paused: int | None = None
-    try:
-        for trigger in TRIGGERS:
-            env.put(definition(trigger))
-        for slot in SLOTS:
-            planners.start(slot)
-        wait_until(lambda: decided_since(env, 0, TRIGGERS), 120, 0.5, "the planners decide")
-        _steady(planners, 10)
-        victims: tuple[tuple[str, str, Callable[[], int]], ...] = (
-            ("kill", "fires partition leader", lambda: _leader(bootstrap, fires_topic, 0)),
-            ("kill", "transaction coordinator", lambda: _leader(bootstrap, TXN_STATE, 0)),
-            ("kill", "active controller", lambda: _active_controller(kafka)),
-            ("pause", "fires partition leader", lambda: _leader(bootstrap, fires_topic, 1)),
-        )
-        for how, what, find in victims:
-            wait_until(lambda: _in_sync(bootstrap, watched), 180, 1.0, "replicas back in sync")
-            node = kafka.node_of(find())
-            hit_at = time.time()
-            if how == "kill":
-                _kill(node)
-            else:  # SIGSTOP past the broker's session (9 s) and the planners' (6 s)
-                paused = node.running_pid()
-                assert paused is not None
-                os.killpg(paused, signal.SIGSTOP)
-
-            def resumed(at: float = hit_at) -> bool:
-                nonlocal paused
-                planners.tend()
-                if paused is not None and time.time() >= at + PAUSE_S:
-                    os.killpg(paused, signal.SIGCONT)
-                    paused = None
-                try:
-                    return decided_since(env, at + 1, TRIGGERS)
-                except KafkaException:  # a read that met the dead leader: ask again
-                    return False
-
-            wait_until(resumed, 180, 0.5, f"no decisions after the {how} of the {what}")
-            recoveries[f"{how} {what} (broker {node.node_id})"] = round(time.time() - hit_at, 1)
-            if how == "kill":
-                node.stop()  # its pid file
-                node.start()
-            elif paused is not None:  # decisions went on while it was still paused
-                _steady(planners, max(0.0, hit_at + PAUSE_S - time.time()))
-                os.killpg(paused, signal.SIGCONT)
-                paused = None
-            _steady(planners, 5)
-        wait_until(lambda: _in_sync(bootstrap, watched), 180, 1.0, "replicas back in sync")
-        calm = time.time()
-        wait_until(lambda: decided_since(env, calm + 2, TRIGGERS), 90, 0.5, "a calm tail")
-        planners.stop()
-        spans = _contiguous_once(env)
-        seconds = min(last - first + 1 for first, last in spans.values())
-        print(
-            f"\nbroker kills and pause: decisions resumed after {recoveries} s; every trigger "
-            f"decided each of >= {seconds} instants once; planner restarts {planners.restarts}"
-        )
-        assert all(last >= calm for _, last in spans.values())
-    finally:
-        if paused is not None:
-            os.killpg(paused, signal.SIGCONT)
-        for proc in planners.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(30)
-        env.close()
-        delete_under(bootstrap, prefix)
-
-
 PEAK = [f"pk-{i}" for i in range(1000)]
 PEAK_EVERY_S = 5
 
@@ -276,8 +208,8 @@ def test_kills_mid_peak_lose_and_double_nothing(
     cluster: Cluster, unique: str, tmp_path: Path
 ) -> None:
     """1,000 triggers due together every 5 s: the leader of a fires partition, then the
-    transaction coordinator, is SIGKILLed 50 ms into a peak, while its decisions are being
-    produced and committed."""
+    transaction coordinator, then the active controller, is SIGKILLed 50 ms into a peak, while
+    its decisions are being produced and committed."""
     kafka = cluster.kafka
     bootstrap = kafka.bootstrap
     prefix = f"t{unique}."
@@ -299,6 +231,7 @@ def test_kills_mid_peak_lose_and_double_nothing(
         victims: tuple[tuple[str, Callable[[], int]], ...] = (
             ("fires partition leader", lambda: _leader(bootstrap, fires_topic, 0)),
             ("transaction coordinator", lambda: _leader(bootstrap, TXN_STATE, 0)),
+            ("active controller", lambda: _active_controller(kafka)),
         )
         for what, find in victims:
             wait_until(lambda: _in_sync(bootstrap, watched), 180, 1.0, "replicas back in sync")
@@ -335,3 +268,104 @@ def test_kills_mid_peak_lose_and_double_nothing(
                 proc.wait(30)
         env.close()
         delete_under(bootstrap, prefix)
+
+
+SOAK_SEED = 20261202
+#: 4 tenants x 3 triggers firing every second (half webhooks to the soak's receiver, half events),
+#: two planners, two dispatchers, a projector; the four faults below spread over two minutes
+WHOLE = Profile("brokers3", 2.0, 4, 3, 2, 2, 0, 0, 0, 0)
+
+
+@pytest.mark.timeout(900)
+def test_whole_system_through_broker_kills_and_a_pause(
+    cluster: Cluster, database_url: str, unique: str
+) -> None:
+    """The soak's whole system (planners, dispatchers, the projector, a webhook receiver, event
+    targets) on the 3-broker cluster while the leader of a fires partition, the transaction
+    coordinator and the active controller are SIGKILLed and a partition leader is paused past
+    every session timeout; the soak's checker then finds no decision lost or doubled, every
+    webhook delivered with one key, every event once, and the read models equal to a rebuild."""
+    kafka = cluster.kafka
+    bootstrap = kafka.bootstrap
+    prefix, schema = f"t{unique}.", f"bk_{unique}"
+    fires_topic, watched = f"{prefix}fires", [f"{prefix}fires", TXN_STATE, "__consumer_offsets"]
+    recoveries: dict[str, float] = {}
+    paused: list[int] = []
+    faults: dict[str, Callable[[], None]] = {}
+    workdir = Path(tempfile.mkdtemp(prefix="horae-bk-soak-"))
+    soak = Soak(
+        WHOLE,
+        SOAK_SEED,
+        workdir,
+        lambda line: print(line, flush=True),
+        Services(kafka, database_url, prefix, schema, faults),
+    )
+
+    def decided_since(at: float) -> bool:
+        try:
+            return soak.caught_up(at)
+        except KafkaException:  # a read that met the dead leader: ask again
+            return False
+
+    def fault(how: str, what: str, find: Callable[[], int]) -> Callable[[], None]:
+        def act() -> None:
+            synced = soak._wait("replicas in sync", lambda: _in_sync(bootstrap, watched), 180)
+            assert synced, "replicas not back in sync"
+            node = kafka.node_of(find())
+            hit_at = time.time()
+            if how == "kill":
+                _kill(node)
+            else:  # SIGSTOP past the broker's session (9 s) and the members' (6 s)
+                pid = node.running_pid()
+                assert pid is not None
+                os.killpg(pid, signal.SIGSTOP)
+                paused.append(pid)
+
+            def resumed() -> bool:
+                if paused and time.time() >= hit_at + PAUSE_S:
+                    os.killpg(paused.pop(), signal.SIGCONT)
+                return decided_since(hit_at + 1)
+
+            assert soak._wait(f"decisions after the {how} of the {what}", resumed, 240)
+            recoveries[f"{how} {what} (broker {node.node_id})"] = round(time.time() - hit_at, 1)
+            if how == "kill":
+                node.stop()  # its pid file
+                node.start()
+            else:
+                soak._idle(max(0.0, hit_at + PAUSE_S - time.time()))
+                if paused:
+                    os.killpg(paused.pop(), signal.SIGCONT)
+            soak._idle(5)
+
+        return act
+
+    faults["kill fires leader"] = fault(
+        "kill", "fires partition leader", lambda: _leader(bootstrap, fires_topic, 0)
+    )
+    faults["kill txn coordinator"] = fault(
+        "kill", "transaction coordinator", lambda: _leader(bootstrap, TXN_STATE, 0)
+    )
+    faults["kill active controller"] = fault(
+        "kill", "active controller", lambda: _active_controller(kafka)
+    )
+    faults["pause fires leader"] = fault(
+        "pause", "fires partition leader", lambda: _leader(bootstrap, fires_topic, 1)
+    )
+    try:
+        verdict = soak.run()
+    finally:
+        while paused:
+            os.killpg(paused.pop(), signal.SIGCONT)
+        soak.close()
+        delete_under(bootstrap, prefix)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            for name in (schema, f"{schema}_shadow", f"{schema}_api"):
+                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(render(verdict))
+    f = verdict.figures
+    print(f"\nwhole system on 3 brokers: decisions resumed after {recoveries} s")
+    assert verdict.ok, verdict.problems
+    assert len(recoveries) == 4
+    assert f["instants"] > 0 and f["webhook_decisions"] > 0 and f["event_decisions"] > 0
+    assert f["decision_lateness_max_s"] <= 180.0, "a member was silent"

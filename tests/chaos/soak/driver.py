@@ -35,7 +35,7 @@ from horae.cli.common import ensure_topics
 from horae.cli.projections import migrate_live
 from horae.client import HoraeClient
 from horae.contracts import events as ev
-from horae.devstack.kafka import KafkaNode
+from horae.devstack.kafka import KafkaCluster, KafkaNode
 from horae.devstack.procs import alive, port_open, wait_until
 from horae.devstack.stack import LocalStack
 from horae.kafka.acls import provision_roles
@@ -143,9 +143,34 @@ class Managed:
         return code
 
 
+@dataclass(frozen=True)
+class Services:
+    """A Kafka cluster and a PostgreSQL database handed to the soak instead of its own stack
+    (left running when it ends; its topics are under ``prefix``, its read models in ``schema``
+    and ``schema``_shadow, for the caller to remove). ``faults`` name the actions the soak runs
+    instead of its profile's, in this order, spread over its minutes."""
+
+    kafka: KafkaCluster
+    database_url: str
+    prefix: str
+    schema: str
+    faults: dict[str, Callable[[], None]]
+
+
 class Soak:
-    def __init__(self, prof: Profile, seed: int, workdir: Path, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        prof: Profile,
+        seed: int,
+        workdir: Path,
+        say: Callable[[str], None],
+        services: Services | None = None,
+    ) -> None:
         self.prof = prof
+        self.services = services
+        self.prefix = services.prefix if services else PREFIX
+        self.schema = services.schema if services else SCHEMA
+        self.shadow = f"{services.schema}_shadow" if services else SHADOW
         self.rng = random.Random(seed)
         self.seed = seed
         self.workdir = workdir
@@ -159,19 +184,30 @@ class Soak:
         self.procs: dict[str, Managed] = {}
         self.triggers: dict[tuple[str, str], str] = {}
         self._stored: dict[tuple[str, int], int] = {}
-        kport, cport, pport = free_ports(3)
-        self.settings = Settings(
-            kafka_bootstrap=None,
-            database_url=None,
-            topic_prefix=PREFIX,
-            topic_partitions=PARTITIONS,
-            dev=DevSettings(kafka_port=kport, kafka_controller_port=cport, postgres_port=pport),
-        )
-        self.stack = LocalStack.from_settings(self.settings, state_dir=workdir / "stack")
-        assert isinstance(self.stack.kafka, KafkaNode) and self.stack.postgres is not None
-        self.kafka, self.postgres = self.stack.kafka, self.stack.postgres
-        self.bootstrap = self.stack.endpoints.kafka_bootstrap
-        self.database_url = self.stack.endpoints.database_url
+        self.stack: LocalStack | None = None
+        if services is not None:
+            self.kafka: KafkaNode | KafkaCluster = services.kafka
+            self.bootstrap, self.database_url = services.kafka.bootstrap, services.database_url
+            self.settings = Settings(
+                kafka_bootstrap=self.bootstrap,
+                database_url=self.database_url,
+                topic_prefix=self.prefix,
+                topic_partitions=PARTITIONS,
+            )
+        else:
+            kport, cport, pport = free_ports(3)
+            self.settings = Settings(
+                kafka_bootstrap=None,
+                database_url=None,
+                topic_prefix=PREFIX,
+                topic_partitions=PARTITIONS,
+                dev=DevSettings(kafka_port=kport, kafka_controller_port=cport, postgres_port=pport),
+            )
+            self.stack = LocalStack.from_settings(self.settings, state_dir=workdir / "stack")
+            assert isinstance(self.stack.kafka, KafkaNode) and self.stack.postgres is not None
+            self.kafka, self.postgres = self.stack.kafka, self.stack.postgres
+            self.bootstrap = self.stack.endpoints.kafka_bootstrap
+            self.database_url = self.stack.endpoints.database_url
         self.receiver = SoakReceiver(workdir / "receiver.jsonl")
         self.reader = WireReader()
 
@@ -183,6 +219,7 @@ class Soak:
         return admin
 
     def kill_broker(self) -> None:
+        assert isinstance(self.kafka, KafkaNode), "the soak's own broker only"
         pid = self.kafka.running_pid()
         assert pid is not None, "the soak's broker is not running"
         os.killpg(pid, signal.SIGKILL)
@@ -235,9 +272,9 @@ class Soak:
             "PYTHONFAULTHANDLER": "1",
             "HORAE_KAFKA_BOOTSTRAP": self.bootstrap,
             "HORAE_DATABASE_URL": self.database_url,
-            "HORAE_TOPIC_PREFIX": PREFIX,
+            "HORAE_TOPIC_PREFIX": self.prefix,
             "HORAE_TOPIC_PARTITIONS": str(PARTITIONS),
-            "HORAE_TOPIC_REPLICATION_FACTOR": "1",
+            "HORAE_TOPIC_REPLICATION_FACTOR": "3" if self.services else "1",
             "HORAE_TENANT_KEYS": json.dumps(tenant_keys),
             "HORAE_MIN_INTERVAL_S": "1",
             "HORAE_DISPATCHER_ALLOW": json.dumps(["127.0.0.1/32"]),
@@ -249,7 +286,7 @@ class Soak:
             "HORAE_DISPATCHER_SESSION_TIMEOUT_MS": "6000",
             "HORAE_PROJECTOR_SESSION_TIMEOUT_MS": "6000",
             "HORAE_PROJECTOR_INSTANCE_ID": "soak-projector",
-            "HORAE_PROJECTION_SCHEMA": SCHEMA,
+            "HORAE_PROJECTION_SCHEMA": self.schema,
             "HORAE_LOG_LEVEL": "WARNING",
         }
         return {
@@ -337,8 +374,9 @@ class Soak:
     # --- setup, load, settle ----------------------------------------------------------------
     def setup(self) -> None:
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
-        self.say(f"soak: private stack at {self.bootstrap} and {self.database_url}")
-        self.stack.up()
+        self.say(f"soak: stack at {self.bootstrap} and {self.database_url}")
+        if self.stack is not None:
+            self.stack.up()
         os.environ["HORAE_KAFKA_USERNAME"] = self.admin.username
         os.environ["HORAE_KAFKA_PASSWORD"] = self.admin.password
         self.tenants = [f"soak{i}" for i in range(self.prof.tenants)]
@@ -346,9 +384,9 @@ class Soak:
         self.whsec = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
         ensure_topics(self.settings, self.bootstrap, tuple(self.tenants))
         migrate_live(
-            self.settings.model_copy(update={"projection_schema": SCHEMA}), self.database_url
+            self.settings.model_copy(update={"projection_schema": self.schema}), self.database_url
         )
-        roles = provision_roles(self.bootstrap, self.admin, PREFIX, self.tenants)
+        roles = provision_roles(self.bootstrap, self.admin, self.prefix, self.tenants)
         self.role_env = self._env(roles)
         self.receiver.start()
         for i in range(self.prof.planners):
@@ -362,7 +400,7 @@ class Soak:
         authored = datetime.now(UTC).replace(microsecond=0)
         for tenant in self.tenants:
             client = HoraeClient(self.bootstrap, tenant=tenant, key_id=f"{tenant}-k",
-                                 key=self.keys[tenant].encode(), prefix=PREFIX)  # fmt: skip
+                                 key=self.keys[tenant].encode(), prefix=self.prefix)  # fmt: skip
             try:
                 for j in range(self.prof.triggers_per_tenant):
                     hook = j % 2 == 0
@@ -388,7 +426,7 @@ class Soak:
         self.put_at = time.time()
 
     def _fires(self) -> list[dict[str, Any]]:
-        return records(self.check_config(0.0), self.reader, f"{PREFIX}fires", "FireRecord")
+        return records(self.check_config(0.0), self.reader, f"{self.prefix}fires", "FireRecord")
 
     def caught_up(self, since: float) -> bool:
         """Every trigger has a committed decision of an instant at or after ``since``."""
@@ -414,12 +452,12 @@ class Soak:
         return fired <= self.receiver.seen
 
     def projector_caught_up(self) -> bool:
-        config = ProjectorConfig(self.bootstrap, self.database_url, SCHEMA, PREFIX)
+        config = ProjectorConfig(self.bootstrap, self.database_url, self.schema, self.prefix)
         ends = end_offsets(self.bootstrap, config.existing_topics())
         import psycopg
 
         with psycopg.connect(self.database_url) as conn:
-            stored = pschema.stored_offsets(conn, SCHEMA)
+            stored = pschema.stored_offsets(conn, self.schema)
         # a transaction's commit marker takes the last offset of a partition: never projected;
         # so "one short" must also hold still between two looks
         still, self._stored = stored == self._stored, stored
@@ -430,10 +468,10 @@ class Soak:
             bootstrap=self.bootstrap,
             username=self.admin.username,
             password=self.admin.password,
-            prefix=PREFIX,
+            prefix=self.prefix,
             database_url=self.database_url,
-            live_schema=SCHEMA,
-            shadow_schema=SHADOW,
+            live_schema=self.schema,
+            shadow_schema=self.shadow,
             receiver_log=self.receiver.log,
             triggers=self.triggers,
             put_at=getattr(self, "put_at", 0.0),
@@ -446,15 +484,19 @@ class Soak:
     def run(self) -> Verdict:
         self.setup()
         self._wait("every trigger decides", lambda: self.caught_up(self.put_at), 180)
-        actions = self.prof.actions
-        self.rng.shuffle(actions)
+        faults = self.services.faults if self.services else {}
+        actions = list(faults) if faults else self.prof.actions
+        if not faults:
+            self.rng.shuffle(actions)
         gap = self.prof.minutes * 60 / max(1, len(actions))
         self.say(f"soak: {len(actions)} actions over {self.prof.minutes:g} min (seed {self.seed})")
         started = time.monotonic()
         for i, action in enumerate(actions):
             self._idle(max(0.0, started + i * gap - time.monotonic()))
             self.say(f"  [{time.monotonic() - started:6.0f} s] {action}")
-            if action == "kill_broker":
+            if action in faults:
+                faults[action]()
+            elif action == "kill_broker":
                 self.kill_broker()
             elif action == "kill_db":
                 self.kill_db()
@@ -485,7 +527,8 @@ class Soak:
         projector.reap(60)
         self.say("soak: rebuilding the read models into a second schema")
         rebuild = subprocess.run(
-            [sys.executable, "-m", "horae.cli.main", "projections", "rebuild", "--shadow", SHADOW],
+            [sys.executable, "-m", "horae.cli.main", "projections", "rebuild", "--shadow",
+             self.shadow],
             env={**self.role_env["projector"], "HORAE_KAFKA_USERNAME": self.admin.username,
                  "HORAE_KAFKA_PASSWORD": self.admin.password},
             cwd=REPO_ROOT, capture_output=True, text=True, check=False, timeout=900,
@@ -522,7 +565,8 @@ class Soak:
                 m.signal(signal.SIGKILL)
             m.reap(30)
         self.receiver.stop()
-        self.stack.down()
+        if self.stack is not None:
+            self.stack.down()
 
 
 FIGURES = [
