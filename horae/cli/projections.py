@@ -145,6 +145,7 @@ def _check_projector_role(database_url: str, schema: str) -> None:
 def run_projector(settings: Settings, args: argparse.Namespace) -> int:
     from horae.projections.metrics import ProjectionMetrics
     from horae.projections.projector import Projector
+    from horae.projections.undispatched import UndispatchedWatch, reader
 
     setup_logging("projector", settings.log_level)
     mine = settings.projector
@@ -160,6 +161,10 @@ def run_projector(settings: Settings, args: argparse.Namespace) -> int:
     projector = Projector(config, metrics)
     logging.getLogger(__name__).info(
         "projecting %s* into schema %s", config.topic_prefix, config.schema
+    )
+    # the undispatched gauges, read beside the loop (the alert that catches a silent dispatcher)
+    UndispatchedWatch(reader(config.database_url, config.schema), metrics, config.schema).start(
+        stop
     )
     projector.run(stop)
     return 0

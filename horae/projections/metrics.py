@@ -10,7 +10,11 @@
 - ``horae_projection_errors_total{schema,cause}``: records skipped (kept in projection_errors):
   undecodable or unexpected ones, and ``cause="store"`` for records the store could not hold
   (set aside after the batch's retries, see :mod:`.isolate`);
-- ``horae_projection_batch_seconds{schema}``, ``horae_projection_db_retries_total{schema}``.
+- ``horae_projection_batch_seconds{schema}``, ``horae_projection_db_retries_total{schema}``;
+- ``horae_projection_oldest_undispatched_due_age_seconds{schema,lane,tenant}``,
+  ``horae_projection_undispatched_due_fires{schema,lane,tenant}`` and
+  ``horae_projection_lane_queue_depth{schema,lane}``: webhook fires due, decided and not yet
+  attempted (set by :class:`~horae.projections.undispatched.UndispatchedWatch`).
 """
 
 from __future__ import annotations
@@ -67,6 +71,25 @@ class ProjectionMetrics:
             "horae_projection_db_retries",
             "Reconnects after a database error, and retries of a batch the store refused",
             ["schema"],
+            registry=r,
+        )
+        # the undispatched gauges (:mod:`horae.projections.undispatched`)
+        self.undispatched_age = Gauge(
+            "horae_projection_oldest_undispatched_due_age_seconds",
+            "Age of the oldest webhook fire due, decided and not yet attempted (0 when none)",
+            ["schema", "lane", "tenant"],
+            registry=r,
+        )
+        self.undispatched = Gauge(
+            "horae_projection_undispatched_due_fires",
+            "Webhook fires due, decided and not yet attempted",
+            ["schema", "lane", "tenant"],
+            registry=r,
+        )
+        self.lane_queue_depth = Gauge(
+            "horae_projection_lane_queue_depth",
+            "Webhook fires due, decided and not yet attempted, per lane",
+            ["schema", "lane"],
             registry=r,
         )
         self._window: deque[tuple[float, int]] = deque()
