@@ -92,6 +92,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import receiver  # noqa: E402
+from machine import calibrate  # noqa: E402
 
 PEERS = BENCH / "peers"
 JAR = PEERS / "target" / "peers.jar"
@@ -219,17 +220,6 @@ def repeats_of(wl: Workload, system: str, mode: str, args: argparse.Namespace) -
 def rotated(items: list[str], k: int) -> list[str]:
     k %= max(1, len(items))
     return items[k:] + items[:k]
-
-
-def calibrate() -> float:
-    """Seconds of a 10M-iteration CPython loop (best of three): this machine's speed today."""
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        for _ in range(10_000_000):
-            pass
-        best = min(best, time.perf_counter() - t)
-    return round(best, 3)
 
 
 # --- the databases -----------------------------------------------------------------------------
