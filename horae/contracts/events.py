@@ -60,6 +60,14 @@ class Overlap(StrEnum):
     REPLACE = "replace"
 
 
+class ActionAfterCompletion(StrEnum):
+    """What the planner does with a definition once its last instant is decided (since v7;
+    EventBridge Scheduler's ``ActionAfterCompletion``)."""
+
+    NONE = "none"  # kept, shown completed
+    DELETE = "delete"  # a deleted version follows, written by the planner (audited)
+
+
 class TargetKind(StrEnum):
     WEBHOOK = "webhook"
     EVENT = "event"
@@ -164,6 +172,7 @@ ENUM_DEFAULTS: Mapping[type[Enum], StrEnum] = {
     DstGap: DstGap.SHIFT,  # the field's default: the fire is kept, an hour later
     DstRepeat: DstRepeat.FIRST,  # the field's default: once, never twice
     Misfire: Misfire.FIRE_ONCE,  # the field's default: neither a flood nor a silent drop
+    ActionAfterCompletion: ActionAfterCompletion.NONE,  # the field's default: nothing deleted
     Overlap: Overlap.BUFFER_ONE,  # never two at once, and the latest fire is kept
     TargetKind: TargetKind.EVENT,  # no outbound call: the fire goes to the tenant's own topic
     Role: Role.READ,  # least privilege
@@ -255,6 +264,9 @@ class Policies:
     jitter_s: int = 0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     misfire_grace_s: int = 60  # since v2: later than this counts as missed
+    #: since v7: ``delete``: once a bounded trigger's last instant is decided (its count, its
+    #: end, its last ``at``), the planner deletes the definition (needs such a bound)
+    action_after_completion: ActionAfterCompletion = ActionAfterCompletion.NONE
 
 
 @event
@@ -510,7 +522,8 @@ class AuditEntry:
     principal: str
     role: Role
     action: str  # an act of horae.contracts.grants.Act (e.g. "backfill.request", "tenant.suspend",
-    # "horizon.above_default", "quotas.above_default": a definition using a grant), or "dlq.redrive"
+    # "horizon.above_default", "quotas.above_default": a definition using a grant), "dlq.redrive",
+    # or "completion.delete" (the planner deleting a completed trigger)
     at: datetime
     allowed: bool
     trigger_id: str | None = None

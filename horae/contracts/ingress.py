@@ -220,6 +220,21 @@ def check_bounded_age(d: ev.TriggerDefinition) -> None:
         )
 
 
+def check_completion(d: ev.TriggerDefinition) -> None:
+    """``policies.action_after_completion`` ``delete`` only on a trigger that completes: one with
+    ``recurrence.count`` or ``recurrence.end``, or an ``at`` recurrence."""
+    if d.policies.action_after_completion is not ev.ActionAfterCompletion.DELETE:
+        return
+    r = d.recurrence
+    if r.count is None and r.end is None and r.kind is not ev.RecurrenceKind.AT:
+        raise ValidationError(
+            "policies.action_after_completion",
+            d.policies.action_after_completion.value,
+            "the trigger never completes: delete after completion needs recurrence.count, "
+            "recurrence.end or an at recurrence",
+        )
+
+
 def validate_definition(d: ev.TriggerDefinition) -> None:
     """Structural and domain validation; raises :class:`ValidationError` naming the field."""
     for field, value in (("tenant", d.tenant), ("trigger_id", d.trigger_id)):
@@ -229,6 +244,7 @@ def validate_definition(d: ev.TriggerDefinition) -> None:
     if d.version < 1:
         raise ValidationError("version", d.version, "versions start at 1")
     check_bounded_age(d)
+    check_completion(d)
     domain_checked(d.recurrence, d.policies)
     t = d.target
     deliverer(t.kind).validate(d.tenant, t)

@@ -19,7 +19,10 @@ Per trigger (a :class:`~horae.streams.planner.index.TriggerEntry`):
   ``schedule.completed`` is emitted once and its state keeps ``next_instant`` null (out of the
   due index, also after a restart). ``Recurrence.count`` completes it the same way once that
   many scheduled instants have fired (``PlannerState.fired``; manual runs and backfills do not
-  count); later instants are not decided;
+  count); later instants are not decided. With ``policies.action_after_completion`` ``delete``
+  the completion also writes the definition's next version, ``deleted`` (author
+  ``horae-planner/completion``), onto ``definitions.accepted`` and audits it
+  (``completion.delete``), in the same transaction;
 - every record carries the tzdata release of the trigger's schedule (compiled through the
   :class:`~horae.ports.ZoneSource` of :class:`~horae.streams.planner.sharing.SharedValues`); a
   trigger restored from a state of another release whose next instant moved emits
@@ -50,6 +53,7 @@ from dataclasses import replace
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError
 from horae.contracts.grants import REQUIRED, Grants, audit_entry, command_act
+from horae.contracts.ids import event_id
 from horae.contracts.ingress import (
     Source,
     TenantKeys,
@@ -88,6 +92,8 @@ from horae.streams.planner.records import (
 from horae.streams.planner.sharing import SharedValues
 
 MAX_RECORDS_PER_EVALUATION = 1000
+#: the author (and audit principal) of the deleted version a completion writes
+COMPLETION_AUTHOR = "horae-planner/completion"
 DEFAULT_ATTEMPT_S = 30.0  # the dispatcher's default attempt deadline (HORAE_DISPATCHER_DEADLINE_S)
 _ALLOW, _ON_TIME = OverlapPolicy.ALLOW, ev.Lane.ON_TIME
 Refusal = tuple[str, str, str]  # (audited action, quarantine cause, detail)
@@ -392,6 +398,7 @@ class Decider:
             entry.paused_since = None
         if was is ev.DefinitionState.DELETED and state is not ev.DefinitionState.DELETED:
             entry.last_decided = int(now)  # re-created: starts afresh, like a new trigger
+            entry.fired = 0  # its count too
         self._reschedule(key, entry)
         flight = index.flights.get(key)
         if flight is not None:
@@ -787,7 +794,8 @@ class Decider:
         self, out: list[Emit], partition: int, entry: TriggerEntry, had_next: bool, now: float
     ) -> list[Emit]:
         """``out``, and ``schedule.completed`` when deciding just passed the last instant
-        (``had_next``: the trigger had one before)."""
+        (``had_next``: the trigger had one before). With ``policies.action_after_completion``
+        ``delete``, the completion also deletes the definition (:meth:`_delete_completed`)."""
         if had_next and entry.next_instant is None:
             d = entry.definition
             last, count = entry.spec.end, d.recurrence.count
@@ -801,8 +809,45 @@ class Decider:
                 cause = "completed: no instant left"
             kind = ev.ScheduleEventType.COMPLETED
             tz = entry.schedule.tzdata
+            if d.policies.action_after_completion is ev.ActionAfterCompletion.DELETE:
+                cause += f"; deleted: version {d.version + 1} (action_after_completion delete)"
             out.append(schedule_event(self.router, d, partition, kind, now, cause, tzdata=tz))
+            if d.policies.action_after_completion is ev.ActionAfterCompletion.DELETE:
+                out += self._delete_completed(partition, entry, cause, now)
         return out
+
+    def _delete_completed(
+        self, partition: int, entry: TriggerEntry, cause: str, now: float
+    ) -> list[Emit]:
+        """A completed trigger's deletion (EventBridge's ``ActionAfterCompletion: DELETE``): the
+        next version, state ``deleted``, authored by the planner (author
+        :data:`COMPLETION_AUTHOR`, role ``platform``, unsigned: ``definitions.accepted`` is the
+        planner's own) onto ``definitions.accepted`` in this transaction, applied to ``entry``,
+        and audited (action ``completion.delete``). The caller records the entry's state."""
+        d = entry.definition
+        gone = replace(
+            d,
+            version=d.version + 1,
+            state=ev.DefinitionState.DELETED,
+            authored_at=utc_datetime(int(now)),
+            author=COMPLETION_AUTHOR,
+            role=ev.Role.PLATFORM,
+            signature=None,
+        )
+        entry.definition = gone
+        entry.paused_since = None
+        audit = ev.AuditEntry(
+            audit_id=event_id("audit", "completion.delete", d.tenant, d.trigger_id, gone.version),
+            tenant=d.tenant,
+            principal=COMPLETION_AUTHOR,
+            role=ev.Role.PLATFORM,
+            action="completion.delete",
+            at=utc_datetime(now),
+            allowed=True,
+            trigger_id=d.trigger_id,
+            detail={"version": str(gone.version), "completed": cause},
+        )
+        return [self.router.emit(gone, partition), self.router.emit(audit, partition)]
 
     # --- durable state ------------------------------------------------------------------
     def state_output(
