@@ -12,12 +12,17 @@ committed in Kafka transactions) against a local keep-alive receiver in a subpro
 sharing the lanes as one consumer group (slots ``t0``…; CPU per POST is theirs summed).
 3. ``--profile``: phase 1 again with the dispatcher in this process under cProfile (both its
    threads), printing where the time goes.
+4. The HTTP ceiling, in the same run: the dispatcher's own HTTP client (the lean sender, on the
+   dispatcher's event loop, at its concurrency) POSTing ``--fires`` requests built and signed
+   beforehand to the same receiver from a process of its own, with no Kafka
+   (``ceiling_posts_per_s``; ``ratio_ceiling`` = phase 1's POSTs/s over it, goal >= 0.6).
 
 Needs a broker: ``HORAE_KAFKA_BOOTSTRAP`` (default the dev stack, 127.0.0.1:19092). The last line
-printed is JSON: ``{"posts_per_s": ..., "delivery_p99_ms": ..., ...}``.
+printed is JSON: ``{"posts_per_s": ..., "ceiling_posts_per_s": ..., "ratio_ceiling": ...,
+"delivery_p99_ms": ..., "calibration_s": ..., ...}``.
 
     .venv/bin/python bench/dispatch.py [--fires 20000] [--rate 2000] [--seconds 15] [--procs 1]
-        [--phase all|throughput|lateness] [--profile]
+        [--phase all|throughput|ceiling|lateness] [--profile]
 """
 
 from __future__ import annotations
@@ -42,18 +47,24 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 from confluent_kafka import Producer
+from machine import calibrate
 
 from horae.contracts import events as ev
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, fire_partition, topic_name
+from horae.delivery.envelope import webhook_body
 from horae.domain.keys import FireKey
 from horae.kafka.admin import Plan, admin_client, apply, delete_under
 from horae.kafka.config import client_config
+from horae.outbound import AddressPolicy, SenderConfig, SendResult, SigningKeys, attempt_headers
 from horae.settings import get_settings
+from horae.streams.dispatcher.worker import loop_factory, make_sender
 
 PARTITIONS = 12
 TRIGGERS = 200
 TENANT = "bench"
+#: the dispatchers' sends in flight here (HORAE_DISPATCHER_MAX_INFLIGHT), and the ceiling's
+INFLIGHT = 256
 SECRET = "whsec_" + base64.b64encode(b"bench-secret-0123456789").decode()
 
 
@@ -164,7 +175,7 @@ class Lanes:
         assert self.producer.flush(60) == 0
 
 
-def env_for(bootstrap: str, prefix: str, slot: str, inflight: int = 256) -> dict[str, str]:
+def env_for(bootstrap: str, prefix: str, slot: str, inflight: int = INFLIGHT) -> dict[str, str]:
     return dict(
         os.environ,
         HORAE_KAFKA_BOOTSTRAP=bootstrap,
@@ -262,6 +273,60 @@ def throughput(
             "dispatcher_cpu_ms_per_post": round(cpu * 1000 / s["window"], 3),
             "procs": procs,
         }
+
+
+def ceiling(port: int, fires: int, concurrency: int = INFLIGHT) -> dict[str, float]:
+    """The HTTP ceiling (phase 4), from a process of its own."""
+    command = [sys.executable, __file__, "--ceiling-run", "--port", str(port)]
+    command += ["--fires", str(fires), "--concurrency", str(concurrency)]
+    run = subprocess.run(command, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"the HTTP ceiling failed:\n{run.stderr}")
+    return dict(json.loads(run.stdout.strip().splitlines()[-1]))
+
+
+def ceiling_run(port: int, fires: int, concurrency: int) -> None:
+    """``fires`` pre-built signed POSTs through the dispatcher's sender, ``concurrency`` at once;
+    prints ``{"ceiling_posts_per_s": ..., "ceiling_cpu_ms_per_post": ...}``."""
+    settings = get_settings().dispatcher
+    url = f"http://127.0.0.1:{port}/hook"
+    keys = SigningKeys.from_secrets(SECRET)
+    now = time.time()
+    requests = []
+    for i in range(fires):  # the bodies the dispatcher sends for the same orders
+        order = make_order(url, f"ceiling{i % TRIGGERS}", int(now * 1000), i)
+        body, _ = webhook_body(order)
+        headers = attempt_headers(body=body, fire_key=order.fire.fire_key, keys=keys, now=now)
+        requests.append((body, headers))
+    policy = AddressPolicy(allow=["127.0.0.1/32"])
+    config = SenderConfig(pool_size=concurrency, pool_per_host=concurrency)
+
+    async def run() -> float:
+        sender = make_sender(settings.http_client, policy, config, time.time)
+        await sender.start()
+        todo = iter(requests)
+
+        async def worker() -> None:
+            for payload, headers in todo:
+                result = await sender.send(url, payload, headers)
+                if result.send_result is not SendResult.OK:
+                    raise RuntimeError(f"a ceiling request failed: {result}")
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        took = time.perf_counter() - started
+        await sender.close()
+        return took
+
+    cpu = time.process_time()
+    with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
+        took = runner.run(run())
+    cpu = time.process_time() - cpu
+    figures = {
+        "ceiling_posts_per_s": round(fires / took, 1),
+        "ceiling_cpu_ms_per_post": round(cpu * 1000 / fires, 3),
+    }
+    print(json.dumps(figures))
 
 
 def lateness(
@@ -363,12 +428,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--ceiling-run", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--concurrency", type=int, default=INFLIGHT, help=argparse.SUPPRESS)
     parser.add_argument("--fires", type=int, default=20_000)
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument(
-        "--phase", choices=("all", "throughput", "lateness"), default="all", help="what to run"
+        "--phase",
+        choices=("all", "throughput", "ceiling", "lateness"),
+        default="all",
+        help="what to run",
     )
     parser.add_argument(
         "--procs", type=int, default=1, help="dispatcher processes sharing the lanes (one group)"
@@ -377,6 +447,11 @@ def main() -> None:
     if args.serve:
         serve(args.port)
         return
+    if args.ceiling_run:
+        ceiling_run(args.port, args.fires, args.concurrency)
+        return
+    calibration = calibrate()
+    print(f"calibration: a 10M-iteration CPython loop takes {calibration} s", flush=True)
     bootstrap = os.environ.get("HORAE_KAFKA_BOOTSTRAP", "127.0.0.1:19092")
     receiver = subprocess.Popen(
         [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -388,6 +463,18 @@ def main() -> None:
         if args.phase in ("all", "throughput"):
             result.update(throughput(bootstrap, port, args.fires, False, args.procs))
             print(f"throughput: {result}", flush=True)
+        if args.phase in ("all", "ceiling"):
+            top = ceiling(port, args.fires)
+            print(f"HTTP ceiling (the same client, no Kafka): {top}", flush=True)
+            result.update(top)
+            if "posts_per_s" in result:
+                ratio = round(result["posts_per_s"] / top["ceiling_posts_per_s"], 3)
+                result["ratio_ceiling"] = ratio
+                print(
+                    f"goal POSTs/s over the HTTP ceiling >= 0.6: {ratio} "
+                    f"({'met' if ratio >= 0.6 else 'MISSED'})",
+                    flush=True,
+                )
         if args.phase in ("all", "lateness"):
             late = lateness(bootstrap, port, args.rate, args.seconds, args.procs)
             print(f"lateness: {late}", flush=True)
@@ -399,6 +486,7 @@ def main() -> None:
             result["cpu_ms_per_post"] = prof["cpu_ms_per_post"]
         result["cores"] = float(os.cpu_count() or 0)
         result["load_avg_1m"] = round(os.getloadavg()[0], 2)
+        result["calibration_s"] = calibration
     finally:
         assert receiver.stdin is not None
         receiver.stdin.close()
