@@ -61,7 +61,12 @@ def register(subparsers: Any) -> None:
         description=__doc__.split("\n\n")[0] if __doc__ else None,
         epilog="Expressions: '0 9 * * MON-FRI', '@daily', '@every 5m', '@at 2026-03-08T07:00:00Z'.",
     )
-    parser.add_argument("expr", nargs="?", metavar="EXPR", help="cron, @every or @at expression")
+    parser.add_argument(
+        "expr",
+        nargs="?",
+        metavar="EXPR",
+        help="cron (Vixie; L, LW, 15W, FRI#3, FRIL too), @every or @at expression",
+    )
     add_flags(parser, "next")
     parser.set_defaults(func=run)
 
