@@ -92,6 +92,8 @@ def expired(
     ``exhausted`` (the closest state readers before it know: terminal, not sent again) with
     ``attempts`` the attempts made before, its error the cause, and ``schedule.expired`` with
     the cause; no DLQ (the tenant's policy said so, not a failure)."""
+    if order.retry.max_event_age_s is None:  # the common case: no bound, nothing to compute
+        return None
     cause = expiry(_policy(order), origin_ms_of(order), now_ms)
     if cause is None:
         return None
