@@ -61,6 +61,38 @@ def _day(field: str) -> str | None:
     return ", ".join(names)
 
 
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
+
+
+def _quartz_day(dom: str, dow: str) -> str | None:
+    """Words for a lone Quartz day term (``L``, ``L-n``, ``LW``, ``nW`` in the day of month with
+    ``*`` beside it, or ``dL``, ``d#k`` in the day of week with ``*`` beside it), else None."""
+    if dow == "*" and dom != "*":
+        term = dom.upper()
+        if term == "L":
+            return "on the last day of the month"
+        if term == "LW":
+            return "on the last weekday of the month"
+        if term.startswith("L-") and term[2:].isdigit():
+            n = int(term[2:])
+            return f"{n} day{'s' if n != 1 else ''} before the last day of the month"
+        if term.endswith("W") and term[:-1].isdigit():
+            return f"on the weekday nearest day {int(term[:-1])} of the month"
+        return None
+    if dom == "*" and dow != "*":
+        term = dow.lower()
+        base, nth = (term[:-1], "last") if term.endswith("l") else term.partition("#")[::2]
+        day = NAMED_DAYS.get(base, int(base) if base.isdigit() and int(base) <= 7 else None)
+        if day is None or not nth:
+            return None
+        if nth != "last":
+            if not nth.isdigit() or not 1 <= int(nth) <= 5:
+                return None
+            nth = _ORDINALS[int(nth) - 1]
+        return f"on the {nth} {DAYS[day % 7]} of the month"
+    return None
+
+
 def _number(field: str, top: int) -> int | None:
     return int(field) if field.isdigit() and int(field) < top else None
 
@@ -96,6 +128,10 @@ def cron_words(expr: str) -> str:
     if when is None:
         return "custom schedule"
     parts = [when]
+    quartz = _quartz_day(dom, dow)
+    if quartz is not None:
+        dom = dow = "*"
+        parts.append(quartz)
     if dom != "*" and dom != "?":
         if not all(p.isdigit() for p in dom.split(",")):
             return "custom schedule"
@@ -224,6 +260,24 @@ def policy_words(trigger: dict[str, Any]) -> list[tuple[str, str, str]]:
             DST_REPEAT.get(str(r.get("dst_repeat")), ""),
         ),
     ]
+    if retry.get("max_event_age_s") is not None:
+        age = retry["max_event_age_s"]
+        rows.append((
+            "max_event_age_s", str(age),
+            f"a fire more than {_duration(age)} old when it would be sent is not sent (expired), "
+            "and no retry starts past that age",
+        ))  # fmt: skip
+    if retry.get("max_retry_duration_s") is not None:
+        span = retry["max_retry_duration_s"]
+        rows.append((
+            "max_retry_duration_s", str(span),
+            f"no retry starts more than {_duration(span)} after the first attempt",
+        ))  # fmt: skip
+    if p.get("action_after_completion") == "delete":
+        rows.append((
+            "action_after_completion", "delete",
+            "once its last instant is decided (its count or end), the trigger is deleted",
+        ))  # fmt: skip
     return rows
 
 

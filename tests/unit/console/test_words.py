@@ -18,7 +18,7 @@ from horae.console.words import backfill_cost, cron_words, policy_words, schedul
         ("0 0 1 * *", "at 00:00 on day 1 of the month"),
         ("@daily", "at 00:00"),
         ("0 8 * * sun", "at 08:00 on Sunday"),
-        ("0 8 L * *", "custom schedule"),
+        ("0 8 L * *", "at 08:00 on the last day of the month"),
         ("nonsense", "custom schedule"),
     ],
 )
