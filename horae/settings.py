@@ -21,9 +21,9 @@ from __future__ import annotations
 import socket
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from horae.contracts.events import Role
@@ -297,6 +297,12 @@ class ChaosSettings(BaseSettings):
     )
     seed: int | None = Field(default=None, description="seed of the chaos; unset: random")
     keep: bool = Field(default=False, description="keep the private stack's data afterwards")
+    brokers: Annotated[Literal[1, 3], BeforeValidator(int)] = Field(  # the env's "3" is 3
+        default=1,
+        description="Kafka brokers of the soak's private stack: 1, or 3 (a KRaft cluster, RF 3; "
+        "its broker kills take a fires leader, the transaction coordinator and the active "
+        "controller in turn)",
+    )
     fuzz: int = Field(
         default=0,
         ge=0,

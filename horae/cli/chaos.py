@@ -1,6 +1,7 @@
-"""``horae chaos``: the chaos soak — the whole system on a private Kafka broker and PostgreSQL,
-under load and broken at random (processes, broker and database SIGKILLed and restarted, members
-added and drained), then checked by an independent checker; or, with ``--fuzz N``, N rounds of
+"""``horae chaos``: the chaos soak — the whole system on a private Kafka (one broker, or three
+with ``--brokers 3``) and PostgreSQL, under load and broken at random (processes, a broker and
+the database SIGKILLed and restarted, members added and drained), then checked by an
+independent checker; or, with ``--fuzz N``, N rounds of
 the end-to-end fuzz (``tests/integration/security/test_fuzz_e2e.py``, its long profile). Both are
 test tools of the source checkout (``tests/``), not in the wheel."""
 
@@ -42,7 +43,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     mine = settings.chaos
     if mine.fuzz:
         return _fuzz(mine.fuzz)
-    code: int = main(mine.minutes, mine.profile, mine.seed, keep=mine.keep)
+    code: int = main(mine.minutes, mine.profile, mine.seed, keep=mine.keep, brokers=mine.brokers)
     return code
 
 

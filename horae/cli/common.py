@@ -77,8 +77,9 @@ def add_flags(
         common["help"] = _help(model, name, field)
         if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, **common)
-        elif get_origin(kind) is Literal:
-            parser.add_argument(flag, choices=get_args(kind), **common)
+        elif get_origin(kind) is Literal:  # its choices' type: a Literal[1, 3] takes "3"
+            choices = get_args(kind)
+            parser.add_argument(flag, choices=choices, type=type(choices[0]), **common)
         elif kind == list[str]:
             parser.add_argument(flag, action="append", metavar="VALUE", **common)
         else:

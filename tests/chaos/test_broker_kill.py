@@ -41,14 +41,18 @@ from confluent_kafka import KafkaException, Producer
 from horae.contracts import events as ev
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic
-from horae.devstack.kafka import KafkaCluster, KafkaNode
+from horae.devstack.kafka import KafkaCluster
 from horae.devstack.private import private_cluster
-from horae.devstack.procs import alive
 from horae.devstack.stack import LocalStack
 from horae.kafka.admin import Plan, admin_client, apply, delete_under
 from horae.kafka.config import client_config
 from horae.kafka.connection import use_connection
 from horae.streams.planner.clock import ensure_clock_topic
+from tests.chaos.brokers import TXN_STATE
+from tests.chaos.brokers import active_controller as _active_controller
+from tests.chaos.brokers import in_sync as _in_sync
+from tests.chaos.brokers import kill as _kill
+from tests.chaos.brokers import leader as _leader
 from tests.chaos.soak.driver import Profile, Services, Soak, render
 from tests.integration.planner.harness import (
     PARTITIONS,
@@ -62,7 +66,6 @@ from tests.waiting import wait_until
 
 TRIGGERS = [f"bk-{i}" for i in range(6)]
 SLOTS = ("k1", "k2")
-TXN_STATE = "__transaction_state"
 PAUSE_S = 20.0  # a paused broker's SIGSTOP: past every session timeout
 
 
@@ -124,43 +127,6 @@ class Supervised:
             proc.send_signal(signal.SIGTERM)
         for proc in self.procs.values():
             proc.wait(60)
-
-
-def _leader(bootstrap: str, topic: str, partition: int) -> int:
-    meta = admin_client(bootstrap).list_topics(topic, timeout=30)
-    return int(meta.topics[topic].partitions[partition].leader)
-
-
-def _in_sync(bootstrap: str, topics: list[str]) -> bool:
-    meta = admin_client(bootstrap).list_topics(timeout=30)
-    if len(meta.brokers) < 3:
-        return False
-    return all(
-        len(p.isrs) == 3 and p.leader >= 0
-        for name in topics
-        for p in meta.topics[name].partitions.values()
-    )
-
-
-def _kill(node: KafkaNode) -> None:
-    pid = node.running_pid()
-    assert pid is not None, f"broker {node.node_id} is not running"
-    os.killpg(pid, signal.SIGKILL)
-    wait_until(lambda: not alive(pid), 30, 0.1, f"broker {node.node_id} outlived SIGKILL")
-
-
-def _active_controller(cluster: KafkaCluster) -> int:
-    """The quorum's leader (the active controller): the node whose Raft manager last logged
-    becoming leader (log lines start with a sortable ``[yyyy-mm-dd hh:mm:ss,mmm]``)."""
-    latest: tuple[str, int] | None = None
-    for node in cluster.nodes:
-        text = (node.logs_dir / "server.log").read_text(errors="replace")
-        for line in text.splitlines():
-            leader = "Completed transition to Leader(" in line and "[RaftManager id=" in line
-            if leader and (latest is None or line[:25] >= latest[0]):
-                latest = (line[:25], node.node_id)
-    assert latest is not None, "no controller logged becoming the leader"
-    return latest[1]
 
 
 def _steady(planners: Supervised, seconds: float) -> None:

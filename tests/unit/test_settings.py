@@ -115,7 +115,7 @@ def _values(annotation: Any) -> tuple[str, str, Any]:
     kind = annotation if get_origin(annotation) is Literal else kinds[0]
     if get_origin(kind) is Literal:
         choices = get_args(kind)
-        return choices[0], choices[-1], choices[-1]
+        return str(choices[0]), str(choices[-1]), choices[-1]  # Literal[1, 3] too
     samples: dict[Any, tuple[str, str, Any]] = {
         int: ("7", "9", 9),
         float: ("0.5", "1.5", 1.5),

@@ -31,6 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from horae.cli.common import ensure_topics
 from horae.cli.projections import migrate_live
 from horae.client import HoraeClient
@@ -40,10 +42,12 @@ from horae.devstack.procs import alive, port_open, wait_until
 from horae.devstack.stack import LocalStack
 from horae.kafka.acls import provision_roles
 from horae.kafka.config import KafkaCredentials
+from horae.kafka.connection import use_connection
 from horae.projections import schema as pschema
 from horae.projections.projector import ProjectorConfig
 from horae.projections.rebuild import end_offsets
 from horae.settings import DevSettings, Settings
+from tests.chaos.brokers import TXN_STATE, active_controller, in_sync, kill, leader
 from tests.chaos.soak.avro import WireReader
 from tests.chaos.soak.check import CheckConfig, Verdict, by_trigger, check, records
 from tests.chaos.soak.receiver import SoakReceiver
@@ -165,9 +169,14 @@ class Soak:
         workdir: Path,
         say: Callable[[str], None],
         services: Services | None = None,
+        brokers: int = 1,
     ) -> None:
+        if brokers not in (1, 3):
+            raise ValueError(f"the soak runs on 1 or 3 brokers, not {brokers}")
         self.prof = prof
         self.services = services
+        self.replicated = services is not None or brokers == 3
+        self.broker_victims: list[str] = []
         self.prefix = services.prefix if services else PREFIX
         self.schema = services.schema if services else SCHEMA
         self.shadow = f"{services.schema}_shadow" if services else SHADOW
@@ -201,10 +210,17 @@ class Soak:
                 database_url=None,
                 topic_prefix=PREFIX,
                 topic_partitions=PARTITIONS,
-                dev=DevSettings(kafka_port=kport, kafka_controller_port=cport, postgres_port=pport),
+                dev=DevSettings(
+                    kafka_port=kport,
+                    kafka_controller_port=cport,
+                    postgres_port=pport,
+                    brokers=brokers,
+                    kafka_node_ports=free_ports(4) if brokers == 3 else [],
+                ),
             )
             self.stack = LocalStack.from_settings(self.settings, state_dir=workdir / "stack")
-            assert isinstance(self.stack.kafka, KafkaNode) and self.stack.postgres is not None
+            assert isinstance(self.stack.kafka, KafkaNode | KafkaCluster)
+            assert self.stack.postgres is not None
             self.kafka, self.postgres = self.stack.kafka, self.stack.postgres
             self.bootstrap = self.stack.endpoints.kafka_bootstrap
             self.database_url = self.stack.endpoints.database_url
@@ -219,7 +235,9 @@ class Soak:
         return admin
 
     def kill_broker(self) -> None:
-        assert isinstance(self.kafka, KafkaNode), "the soak's own broker only"
+        if isinstance(self.kafka, KafkaCluster):
+            self._kill_one_of_three(self.kafka)
+            return
         pid = self.kafka.running_pid()
         assert pid is not None, "the soak's broker is not running"
         os.killpg(pid, signal.SIGKILL)
@@ -228,6 +246,38 @@ class Soak:
         time.sleep(self.rng.uniform(2, 8))
         started = time.monotonic()
         self.kafka.start()
+        self.outages["broker"].append(round(time.monotonic() - started, 1))
+
+    def _kill_one_of_three(self, cluster: KafkaCluster) -> None:
+        """SIGKILL one broker of the three by its role, in turn: the leader of a fires
+        partition, the transaction coordinator's, the active controller; once every replica is
+        in sync, so that each kill meets a whole cluster. Started again after 2-8 s."""
+        fires = f"{self.prefix}fires"
+        watched = [fires, TXN_STATE, "__consumer_offsets"]
+
+        def synced() -> bool:
+            try:
+                return in_sync(self.bootstrap, watched)
+            except KafkaException:  # a broker still starting: ask again
+                return False
+
+        self._wait("replicas in sync", synced, 180)
+        turn = self.kills["broker"] % 3
+        role = ("fires leader", "txn coordinator", "active controller")[turn]
+        if turn == 0:
+            victim = leader(self.bootstrap, fires, self.kills["broker"] % PARTITIONS)
+        elif turn == 1:
+            victim = leader(self.bootstrap, TXN_STATE, 0)
+        else:
+            victim = active_controller(cluster)
+        node = cluster.node_of(victim)
+        kill(node)
+        self.kills["broker"] += 1
+        self.broker_victims.append(f"{role} (broker {victim})")
+        self._idle(self.rng.uniform(2, 8))
+        started = time.monotonic()
+        node.stop()  # its pid file
+        node.start()
         self.outages["broker"].append(round(time.monotonic() - started, 1))
 
     def _postgres_pids(self) -> list[int]:
@@ -274,7 +324,7 @@ class Soak:
             "HORAE_DATABASE_URL": self.database_url,
             "HORAE_TOPIC_PREFIX": self.prefix,
             "HORAE_TOPIC_PARTITIONS": str(PARTITIONS),
-            "HORAE_TOPIC_REPLICATION_FACTOR": "3" if self.services else "1",
+            "HORAE_TOPIC_REPLICATION_FACTOR": "3" if self.replicated else "1",
             "HORAE_TENANT_KEYS": json.dumps(tenant_keys),
             "HORAE_MIN_INTERVAL_S": "1",
             "HORAE_DISPATCHER_ALLOW": json.dumps(["127.0.0.1/32"]),
@@ -377,6 +427,9 @@ class Soak:
         self.say(f"soak: stack at {self.bootstrap} and {self.database_url}")
         if self.stack is not None:
             self.stack.up()
+            # this process's clients log in as the stack's admin, whatever connection it was
+            # started with (``horae chaos`` installs one from its own settings)
+            use_connection(self.kafka.connection().as_user(self.admin))
         os.environ["HORAE_KAFKA_USERNAME"] = self.admin.username
         os.environ["HORAE_KAFKA_PASSWORD"] = self.admin.password
         self.tenants = [f"soak{i}" for i in range(self.prof.tenants)]
@@ -552,6 +605,8 @@ class Soak:
             "process_kills": sum(self.kills[k] for k in ("planner", "dispatcher", "projector")),
             "broker_kills": self.kills["broker"],
             "db_restarts": self.kills["db"],
+            "brokers": 3 if self.replicated else 1,
+            "broker_victims": self.broker_victims,
             "broker_restart_s": self.outages["broker"],
             "db_restart_s": self.outages["db"],
             "drain_exit_s": self.drain_exit_s,
@@ -566,6 +621,7 @@ class Soak:
             m.reap(30)
         self.receiver.stop()
         if self.stack is not None:
+            use_connection(None)
             self.stack.down()
 
 
@@ -589,6 +645,8 @@ FIGURES = [
     ("read_model_divergence", "read-model divergence (rows)"),
     ("kills", "kills by kind"),
     ("joins", "members added (then drained)"),
+    ("brokers", "Kafka brokers"),
+    ("broker_victims", "brokers killed (role)"),
     ("broker_restart_s", "broker restart (s)"),
     ("db_restart_s", "database restart (s)"),
     ("drain_handover_s", "planner drain: partitions deciding again after (s)"),
@@ -611,14 +669,16 @@ def _exit_on_sigterm(*_: object) -> None:
 
 def run_soak(
     profile_name: str, minutes: float | None, seed: int, keep: bool = False,
-    say: Callable[[str], None] = lambda s: print(s, flush=True),
+    say: Callable[[str], None] = lambda s: print(s, flush=True), brokers: int = 1,
 ) -> tuple[Verdict, Path]:  # fmt: skip
-    """One soak on its own private stack (removed afterwards unless ``keep``); the checker's
+    """One soak on its own private stack (removed afterwards unless ``keep``), its Kafka one
+    broker or a 3-broker KRaft cluster (``brokers``: its broker kills then take a fires
+    leader, the transaction coordinator and the active controller in turn); the checker's
     verdict and the run's folder (logs, receiver log, ``result.json``)."""
     prof = profile(profile_name, minutes)
     workdir = Path(tempfile.mkdtemp(prefix="horae-soak-"))
     saved = {k: os.environ.get(k) for k in ("HORAE_KAFKA_USERNAME", "HORAE_KAFKA_PASSWORD")}
-    soak = Soak(prof, seed, workdir, say)
+    soak = Soak(prof, seed, workdir, say, brokers=brokers)
     try:
         verdict = soak.run()
     finally:
@@ -636,12 +696,15 @@ def run_soak(
     return verdict, workdir
 
 
-def main(minutes: float | None, profile_name: str, seed: int | None, keep: bool = False) -> int:
+def main(
+    minutes: float | None, profile_name: str, seed: int | None, keep: bool = False,
+    brokers: int = 1,
+) -> int:  # fmt: skip
     """Run a soak and print its figure table and a JSON last line; 0 when the checker passes."""
     seed = seed if seed is not None else random.randrange(1 << 30)
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)  # run_soak's finally stops all
     try:
-        verdict, workdir = run_soak(profile_name, minutes, seed, keep)
+        verdict, workdir = run_soak(profile_name, minutes, seed, keep, brokers=brokers)
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(render(verdict))

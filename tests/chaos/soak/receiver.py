@@ -65,6 +65,7 @@ class SoakReceiver:
         self._thread.start()
 
     def stop(self) -> None:
-        self.server.shutdown()
+        if self._thread.is_alive():  # shutdown() waits for a serve_forever that never ran
+            self.server.shutdown()
         self.server.server_close()
         self._out.close()
