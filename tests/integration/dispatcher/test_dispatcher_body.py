@@ -16,16 +16,6 @@ from tests.waiting import wait_until
 
 
 @pytest.fixture
-def env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[DispatchEnv]:
-    e = DispatchEnv(kafka_bootstrap, topic_prefix)
-    e.setup()
-    try:
-        yield e
-    finally:
-        e.close()
-
-
-@pytest.fixture
 def receiver() -> Iterator[Receiver]:
     r = Receiver()
     r.start()

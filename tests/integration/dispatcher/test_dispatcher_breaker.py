@@ -17,11 +17,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 
-import pytest
 from aiohttp import web
 
 from horae.contracts import events as ev
@@ -47,16 +45,6 @@ THRESHOLD = 3
 #: what a SIGTERMed dispatcher may take: its drain deadline (the attempt deadline, 30 s by
 #: default, here 5 s) and a few seconds to leave the group and close
 STOP_WITHIN_S = 15.0
-
-
-@pytest.fixture
-def env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[DispatchEnv]:
-    e = DispatchEnv(kafka_bootstrap, topic_prefix)
-    e.setup()
-    try:
-        yield e
-    finally:
-        e.close()
 
 
 def refuse(path: str, n: int) -> web.Response | None:

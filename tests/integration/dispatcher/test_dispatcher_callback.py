@@ -8,9 +8,6 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-
-import pytest
 
 from horae.contracts import events as ev
 from horae.contracts.topics import Topic
@@ -24,16 +21,6 @@ from tests.integration.dispatcher.support import (
     order,
 )
 from tests.waiting import wait_until
-
-
-@pytest.fixture
-def env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[DispatchEnv]:
-    e = DispatchEnv(kafka_bootstrap, topic_prefix)
-    e.setup()
-    try:
-        yield e
-    finally:
-        e.close()
 
 
 def post(port: int, token: str | None, body: object) -> tuple[int, dict[str, str]]:

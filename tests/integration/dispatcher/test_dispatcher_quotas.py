@@ -31,16 +31,6 @@ TOLERANCE = 0.10  # measured rate may exceed the grant by this much (timer and c
 
 
 @pytest.fixture
-def env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[DispatchEnv]:
-    e = DispatchEnv(kafka_bootstrap, topic_prefix)
-    e.setup()
-    try:
-        yield e
-    finally:
-        e.close()
-
-
-@pytest.fixture
 def receiver() -> Iterator[Receiver]:
     r = Receiver()
     r.start()

@@ -44,16 +44,6 @@ def answer(path: str, n: int) -> web.Response | None:
 
 
 @pytest.fixture
-def env(kafka_bootstrap: str, topic_prefix: str) -> Iterator[DispatchEnv]:
-    e = DispatchEnv(kafka_bootstrap, topic_prefix)
-    e.setup()
-    try:
-        yield e
-    finally:
-        e.close()
-
-
-@pytest.fixture
 def receiver() -> Iterator[Receiver]:
     r = Receiver(behaviour=answer)
     r.start()
