@@ -83,6 +83,27 @@ def _encode_cursor(parts: list[str]) -> str:
     return base64.urlsafe_b64encode(json.dumps(parts).encode()).decode().rstrip("=")
 
 
+def _after(cursor: str | None) -> tuple[datetime | None, str | None]:
+    """The ``(time, key)`` a keyset cursor names (none without a cursor)."""
+    if not cursor:
+        return None, None
+    text, after_key = _decode_cursor(cursor, 2)
+    try:
+        return datetime.fromisoformat(text), after_key
+    except ValueError as exc:
+        raise BadCursor("malformed cursor") from exc
+
+
+def _page(rows: list[dict[str, Any]], limit: int, at: str, key: str) -> RowPage:
+    """The first ``limit`` of ``rows`` (one more was read), and the cursor after the last of
+    them (``at``, ``key``: its keyset columns) when there are more."""
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = rows[-1] if rows else None
+    token = _encode_cursor([last[at].isoformat(), last[key]]) if more and last else None
+    return RowPage(rows, token)
+
+
 def _decode_cursor(cursor: str, n: int) -> list[str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
@@ -159,14 +180,7 @@ class HistoryQueries:
         ``fires_tenant_status`` index), or the tenant's fires by time
         (``fires_tenant_scheduled``)."""
         limit = max(1, min(limit, MAX_LIMIT))
-        after_at: datetime | None = None
-        after_key: str | None = None
-        if cursor:
-            text, after_key = _decode_cursor(cursor, 2)
-            try:
-                after_at = datetime.fromisoformat(text)
-            except ValueError as exc:
-                raise BadCursor("malformed cursor") from exc
+        after_at, after_key = _after(cursor)
         params: dict[str, Any] = {"tenant": tenant, "since": since, "until": until,
                                   "states": sorted(set(states)) if states else None,
                                   "trigger_ids": None, "after_at": after_at,
@@ -182,15 +196,7 @@ class HistoryQueries:
                 params["trigger_ids"] = [r["trigger_id"] for r in found]
             name = "queries/fires_search_states" if states else "queries/fires_search"
             rows = cur.execute(sql(name), params).fetchall()
-        more = len(rows) > limit
-        rows = rows[:limit]
-        last = rows[-1] if rows else None
-        token = (
-            _encode_cursor([last["scheduled_at"].isoformat(), last["fire_key"]])
-            if more and last
-            else None
-        )
-        return RowPage(rows, token)
+        return _page(rows, limit, "scheduled_at", "fire_key")
 
     def undispatched(self, now: datetime) -> list[dict[str, Any]]:
         """Rows ``lane, tenant, fires, oldest_due_at``: webhook fires due at ``now`` or before,
@@ -301,22 +307,11 @@ class HistoryQueries:
         self, name: str, params: dict[str, Any], limit: int, cursor: str | None, at: str, key: str
     ) -> RowPage:
         limit = max(1, min(limit, MAX_LIMIT))
-        after_at: datetime | None = None
-        after_key: str | None = None
-        if cursor:
-            text, after_key = _decode_cursor(cursor, 2)
-            try:
-                after_at = datetime.fromisoformat(text)
-            except ValueError as exc:
-                raise BadCursor("malformed cursor") from exc
+        after_at, after_key = _after(cursor)
         params = {**params, "after_at": after_at, "after_key": after_key, "limit": limit + 1}
         with self._cursor() as cur:
             rows = cur.execute(sql(name), params).fetchall()
-        more = len(rows) > limit
-        rows = rows[:limit]
-        last = rows[-1] if rows else None
-        token = _encode_cursor([last[at].isoformat(), last[key]]) if more and last else None
-        return RowPage(rows, token)
+        return _page(rows, limit, at, key)
 
     def lateness_summary(
         self, tenant: str, since: datetime, until: datetime, trigger_id: str | None = None

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from horae.contracts import events as ev
 from horae.contracts.domain_map import retry_to_domain
-from horae.contracts.ids import event_id
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic
 from horae.domain.errors import ValidationError
@@ -39,6 +38,7 @@ from horae.streams.dispatcher.records import (
     ms_of,
     outcome_record,
     retry_order,
+    schedule_event,
     utc_datetime_of_ms,
 )
 
@@ -114,22 +114,7 @@ def expired(
         source=ev.OutcomeSource.DISPATCHER,
         tzdata_version=fire.tzdata_version,
     )
-    event = ev.ScheduleEvent(
-        event_id=event_id(ev.ScheduleEventType.EXPIRED.value, fire.fire_key, order.attempt),
-        type=ev.ScheduleEventType.EXPIRED.value,
-        tenant=fire.tenant,
-        trigger_id=fire.trigger_id,
-        emitted_at=utc_datetime_of_ms(now_ms),
-        trigger_version=fire.trigger_version,
-        fire_key=fire.fire_key,
-        key_hash=fire.key_hash,
-        origin=fire.origin,
-        scheduled_at=fire.scheduled_at,
-        due_at=fire.due_at,
-        cause=detail[:500],
-        attempt=order.attempt,
-        tzdata_version=fire.tzdata_version,
-    )
+    event = schedule_event(order, ev.ScheduleEventType.EXPIRED, now_ms, detail)
     headers = carried.to_headers()
     emits = [router.emit(outcome, partition, headers=headers), router.emit(event, partition)]
     return Conclusion(Verdict.EXPIRED, emits, detail)

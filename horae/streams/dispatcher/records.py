@@ -231,12 +231,22 @@ def fire_event(
     cause: str | None,
 ) -> ev.ScheduleEvent:
     """``schedule.succeeded`` or ``schedule.failed`` about one fire (deterministic event id)."""
+    if verdict is Verdict.SUCCEEDED:
+        return schedule_event(order, ev.ScheduleEventType.SUCCEEDED, now_ms, None, http_status)
+    failed = f"{verdict.value}: {cause or ''}"
+    return schedule_event(order, ev.ScheduleEventType.FAILED, now_ms, failed, http_status)
+
+
+def schedule_event(
+    order: ev.DispatchOrder,
+    kind: ev.ScheduleEventType,
+    now_ms: int,
+    cause: str | None,
+    http_status: int | None = None,
+) -> ev.ScheduleEvent:
+    """The ``kind`` event about ``order``'s fire at its attempt (deterministic event id; the
+    cause cut at 500 characters)."""
     fire = order.fire
-    kind = (
-        ev.ScheduleEventType.SUCCEEDED
-        if verdict is Verdict.SUCCEEDED
-        else ev.ScheduleEventType.FAILED
-    )
     return ev.ScheduleEvent(
         event_id=event_id(kind.value, fire.fire_key, order.attempt),
         type=kind.value,
@@ -249,7 +259,7 @@ def fire_event(
         origin=fire.origin,
         scheduled_at=fire.scheduled_at,
         due_at=fire.due_at,
-        cause=None if verdict is Verdict.SUCCEEDED else f"{verdict.value}: {cause or ''}"[:500],
+        cause=None if cause is None else cause[:500],
         attempt=order.attempt,
         http_status=http_status,
         tzdata_version=fire.tzdata_version,
