@@ -4,6 +4,7 @@
         [--phase all|load|coldstart --prefix P]   # load once, then time (or profile) the cold
                                               # start and the peak, as often as you like
     .venv/bin/python bench/planner.py --phase steady [--rate 1000] [--seconds 60] [--triggers N]
+    .venv/bin/python bench/planner.py --planners 2 [--triggers N] [--peak N]   # scale-out
 
 1. load: ``--triggers`` signed definitions are produced (by two generator processes) and a first
    planner ingests them (signature, validation, state record per trigger, in transactions);
@@ -43,6 +44,14 @@ sizes (one decide chunk of fires first, each next twice as large, up to
 ``ceiling_fires_per_s``, and ``ratio_ceiling`` = ``fires_per_s`` over it (goal >= 0.5). What it
 leaves out: deciding, encoding, and the input offsets each planner transaction also commits.
 
+Scale-out, ``--planners N`` (N > 1, with ``--phase all``): after the load, N planner processes
+(slots ``bench0`` …, one consumer group, each its own transactional id) share the partitions;
+once every trigger is indexed by exactly one of them and their assignment has been still for a
+second, one virtual clock offset is handed to all, and the peak is timed from its instant to the
+last commit of any of them. Printed: each process's fires and fires/s (its fires over the time to
+its own last commit) and the total (``fires_per_s``); the ceiling as above. No cold-start or
+memory figures then (``planners``, ``per_planner`` in the JSON instead).
+
 bench/compare.py (through bench/peers/horae_peer.py) imports ``load``, ``coldstart_and_peak``,
 ``fire_lateness``, ``commit_lateness`` and ``quantile``.
 """
@@ -50,9 +59,11 @@ bench/compare.py (through bench/peers/horae_peer.py) imports ``load``, ``coldsta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -60,7 +71,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from machine import calibrate
@@ -83,6 +94,8 @@ from horae.streams.planner.worker import DECIDE_CHUNK, TXN_GROWTH, Planner, Plan
 TENANT, KEY_ID, SECRET = "bench", "bench-1", b"bench-secret"
 #: what the planner writes in a peak (the ceiling produces the same records again)
 OUTPUTS = (Topic.FIRES, Topic.PLANNER_STATE, Topic.LANE_ON_TIME)
+#: a planner member's report lines on its stdout start with this
+MARK = "@member "
 ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo")
 
 
@@ -299,6 +312,155 @@ def coldstart_and_peak(
     }
 
 
+def member(bootstrap: str, prefix: str, slot: str) -> None:
+    """One of ``--planners N`` (a subprocess): a planner in slot ``slot`` whose virtual clock
+    offset comes on stdin (``go <offset>``); prints JSON lines (after :data:`MARK`) on stdout:
+    ``{"held", "parts", "earliest"}`` every 0.1 s until then, ``{"fired", "t"}`` (wall time) at
+    each change of its committed fires after, ``{"done", "fired", "last_t", "cpu_s"}`` once stdin
+    says ``stop``."""
+    offset = 0.0
+    planner = Planner(
+        _config(bootstrap, prefix, slot),
+        clock=WallClock(lambda: time.time() + offset),
+        gc=FreezeAfterRebuild(),
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=planner.run, args=(stop,))
+    thread.start()
+    orders: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in sys.stdin:
+            orders.put(line.strip())
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def say(**fields: Any) -> None:
+        print(MARK + json.dumps(fields), flush=True)
+
+    while True:
+        try:
+            order = orders.get(timeout=0.1)
+            break
+        except queue.Empty:
+            indexes = list(planner.indexes.values())
+            dues = [due for i in indexes if (due := i.earliest_due()) is not None]
+            say(held=sum(len(i) for i in indexes), parts=len(indexes),
+                earliest=min(dues) if dues else None)  # fmt: skip
+    offset = float(order.split()[1])
+    base, cpu = _fired(planner), time.process_time()
+    fired, last_t = 0.0, time.time()
+    while orders.empty():
+        if (now := _fired(planner) - base) != fired:
+            fired, last_t = now, time.time()
+            say(fired=fired, t=last_t)
+        time.sleep(0.005)
+    cpu = time.process_time() - cpu
+    stop.set()
+    thread.join()
+    say(done=True, fired=fired, last_t=last_t, cpu_s=round(cpu, 2))
+
+
+def _lines(stream: IO[str], into: queue.Queue[tuple[int, dict[str, Any]]], k: int) -> None:
+    for line in stream:
+        if line.startswith(MARK):
+            into.put((k, json.loads(line[len(MARK) :])))
+
+
+def scale_out(bootstrap: str, prefix: str, triggers: int, peak: int, n: int) -> dict[str, Any]:
+    """The peak across ``n`` planner processes (see the module docstring)."""
+    env = dict(os.environ, HORAE_LOG_LEVEL="WARNING")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--member", f"bench{k}", "--prefix", prefix],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for k in range(n)
+    ]
+    lines: queue.Queue[tuple[int, dict[str, Any]]] = queue.Queue()
+    for k, proc in enumerate(procs):
+        assert proc.stdout is not None
+        threading.Thread(target=_lines, args=(proc.stdout, lines, k), daemon=True).start()
+    try:
+        latest: dict[int, dict[str, Any]] = {}
+        started, still_since, seen = time.monotonic(), time.monotonic(), ""
+        while True:
+            k, line = lines.get(timeout=600)
+            latest[k] = line
+            held = [latest.get(j, {}) for j in range(n)]
+            state = json.dumps([(h.get("held"), h.get("parts")) for h in held])
+            if state != seen:
+                seen, still_since = state, time.monotonic()
+            ready = sum(h.get("held") or 0 for h in held) == triggers
+            still = time.monotonic() - still_since >= 1.0
+            if ready and still and all(h.get("parts") for h in held):
+                break
+        print(
+            f"{n} planners: every trigger indexed once, assignment still, "
+            f"{time.monotonic() - started:.1f} s after they started "
+            f"(partitions {[h['parts'] for h in held]}, triggers {[h['held'] for h in held]})"
+        )
+        midnight = min(h["earliest"] for h in held if h["earliest"] is not None)
+        outputs = [topic_name(t, prefix) for t in OUTPUTS]
+        starts = {f"{t}:{p}": o for (t, p), o in end_offsets(bootstrap, outputs).items()}
+        offset = midnight - 1.0 - time.time()
+        instant = time.time() + 1.0
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write(f"go {offset}\n")
+            proc.stdin.flush()
+        fired = [0.0] * n
+        while sum(fired) < peak:
+            k, line = lines.get(timeout=600)
+            if "fired" in line:
+                fired[k] = line["fired"]
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("stop\n")
+            proc.stdin.flush()
+        done: dict[int, dict[str, Any]] = {}
+        while len(done) < n:
+            k, line = lines.get(timeout=120)
+            if line.get("done"):
+                done[k] = line
+    finally:
+        for proc in procs:
+            if proc.stdin is not None and not proc.stdin.closed:
+                with contextlib.suppress(BrokenPipeError):
+                    proc.stdin.close()
+        for proc in procs:
+            proc.wait(120)
+    per = [
+        {
+            "slot": f"bench{k}",
+            "fires": round(done[k]["fired"]),
+            "fires_per_s": round(done[k]["fired"] / (done[k]["last_t"] - instant)),
+            "cpu_s": done[k]["cpu_s"],
+        }
+        for k in range(n)
+    ]
+    peak_s = max(d["last_t"] for d in done.values()) - instant
+    for p in per:
+        print(f"  planner {p['slot']}: {p['fires']} fires, {p['fires_per_s']:,} fires/s, "
+              f"{p['cpu_s']} s CPU")  # fmt: skip
+    print(
+        f"peak across {n} planners: {peak} instants committed {peak_s:.2f} s after the first was "
+        f"due ({peak / peak_s:,.0f} fires/s in all)"
+    )
+    return {
+        "planners": n,
+        "fires_per_s": round(peak / peak_s),
+        "peak_100k_s": round(peak_s, 2),
+        "per_planner": per,
+        "peak_instant": midnight,
+        "peak_starts": starts,
+        "index": INDEX.kind,
+    }
+
+
 def ceiling(bootstrap: str, prefix: str, starts: dict[str, int], peak: int) -> dict[str, Any]:
     """The Kafka exactly-once ceiling (see the module docstring), from the peak's records
     (``starts``: ``"topic:partition"`` -> the offset the peak began at)."""
@@ -504,7 +666,19 @@ def main() -> None:
         "--prefix",
         help="topic prefix; unset: a new one, deleted at the end (kept with --phase load)",
     )
+    parser.add_argument(
+        "--planners",
+        type=int,
+        default=1,
+        help="planner processes sharing the partitions for the peak (one consumer group)",
+    )
+    parser.add_argument("--member", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.member:
+        set_planner_index(get_settings().planner.index)
+        bootstrap, _ = require_services(get_settings(), need_database=False)
+        member(bootstrap, args.prefix, args.member)
+        return
     bootstrap, _ = require_services(get_settings(), need_database=False)
     throwaway = args.prefix is None and args.phase in ("all", "steady")
     args.prefix = args.prefix or f"bench{uuid.uuid4().hex[:6]}."
@@ -538,6 +712,11 @@ def bench(parser: argparse.ArgumentParser, args: argparse.Namespace, bootstrap: 
     if args.phase == "load":
         print(json.dumps(ingest))
         return
+    if args.planners > 1:
+        figures = scale_out(bootstrap, args.prefix, args.triggers, args.peak, args.planners)
+        figures.update(ingest)
+        finish(figures, bootstrap, args, calibration)
+        return
     # cold start in a fresh process (the same worker slot restarting), so that its memory is the
     # planner's alone
     measure = "steady-measure" if args.phase == "steady" else "coldstart"
@@ -549,9 +728,17 @@ def bench(parser: argparse.ArgumentParser, args: argparse.Namespace, bootstrap: 
     print("\n".join(out[:-1]))
     figures = json.loads(out[-1])
     figures.update(ingest)
+    finish(figures, bootstrap, args, calibration)
+
+
+def finish(
+    figures: dict[str, Any], bootstrap: str, args: argparse.Namespace, calibration: float
+) -> None:
+    """The ceiling from the peak's records, the ratio, the goal and the last line."""
     figures.update(ceiling(bootstrap, args.prefix, figures.pop("peak_starts"), args.peak))
     figures["ratio_ceiling"] = round(figures["fires_per_s"] / figures["ceiling_fires_per_s"], 3)
     figures["calibration_s"] = calibration
+    figures["load_avg_1m"] = round(os.getloadavg()[0], 2)
     print(
         f"goal fires/s over the Kafka ceiling >= 0.5: {figures['ratio_ceiling']} "
         f"({'met' if figures['ratio_ceiling'] >= 0.5 else 'MISSED'})"
