@@ -457,7 +457,8 @@ def main() -> None:
                 f.result(timeout=30)
         if not args.schema:
             with psycopg.connect(database_url, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+                for name in (schema, state_schema(schema)):  # the state: migrate_live's
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 if __name__ == "__main__":
