@@ -162,7 +162,16 @@ def test_every_flag_shows_its_env_name_and_overrides_the_env(
 
 #: the tenant CLI (docs/cli.md) and the operator's token command: their options say what to act
 #: on, one invocation at a time; only the API connection is configuration (HORAE_API_URL/TOKEN)
-TENANT_COMMANDS = {"triggers", "targets", "history", "lateness", "backfill", "apply", "diff"}
+TENANT_COMMANDS = {
+    "triggers",
+    "targets",
+    "history",
+    "lateness",
+    "fires",
+    "backfill",
+    "apply",
+    "diff",
+}
 PER_INVOCATION = TENANT_COMMANDS | {"tokens"}
 
 
