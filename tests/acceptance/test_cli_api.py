@@ -202,8 +202,13 @@ def test_the_tenant_cli_against_a_running_api(running: Running, tmp_path: Path) 
 
 
 def rows(out: str) -> dict[str, list[str]]:
-    """``horae triggers list`` by id: [state, version, ..., next]."""
+    """``horae triggers list`` by id: [state, version, ..., next, last run, last state]."""
     return {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
+
+
+def next_of(out: str, trigger_id: str) -> str:
+    """The NEXT column of ``trigger_id``'s row (third from the end)."""
+    return rows(out)[trigger_id][-3]
 
 
 @pytest.mark.timeout(300)
@@ -220,12 +225,12 @@ def test_every_state_a_trigger_can_be_in(running: Running, tmp_path: Path) -> No
 
     running.ok("triggers", "create", "beat", "--every", "60", "--topic", "events.acme")
     out = wait_until(listing({"beat": ("live", "1")}), timeout_s=60, message=running.tail)
-    assert rows(out)["beat"][-1].endswith("Z")  # its next instant
+    assert next_of(out, "beat").endswith("Z")  # its next instant
 
     # paused by a command: the list says so and shows no next instant
     assert "accepted" in running.ok("triggers", "pause", "beat")
     out = wait_until(listing({"beat": ("paused", "1")}), timeout_s=60, message=running.tail)
-    assert rows(out)["beat"][-1] == "-"
+    assert next_of(out, "beat") == "-"
     card = running.ok("triggers", "show", "beat", "--json")
     assert json.loads(card)["next_instants"] == []
     assert "beat is paused" in running.ok("history", "beat").splitlines()[-1]
@@ -233,7 +238,7 @@ def test_every_state_a_trigger_can_be_in(running: Running, tmp_path: Path) -> No
     # an amend without a state keeps the pause
     running.ok("triggers", "amend", "beat", "--set", "description=kept paused")
     out = wait_until(listing({"beat": ("paused", "2")}), timeout_s=60, message=running.tail)
-    assert rows(out)["beat"][-1] == "-"
+    assert next_of(out, "beat") == "-"
 
     # apply with state: live resumes it (diff shows the state change)
     document = tmp_path / "beat.yaml"
@@ -245,7 +250,7 @@ def test_every_state_a_trigger_can_be_in(running: Running, tmp_path: Path) -> No
     assert code == 2 and "    state: paused -> live" in out, out
     running.ok("apply", "-f", str(document), "--yes")
     out = wait_until(listing({"beat": ("live", "3")}), timeout_s=60, message=running.tail)
-    assert rows(out)["beat"][-1].endswith("Z")
+    assert next_of(out, "beat").endswith("Z")
     assert running.horae("diff", "-f", str(document))[:2] == (0, "No changes.\n")
 
     # a count-bounded trigger that fired its count is completed
@@ -257,7 +262,7 @@ def test_every_state_a_trigger_can_be_in(running: Running, tmp_path: Path) -> No
     running.ok("apply", "-f", str(bounded), "--yes")
     done = listing({"twice": ("completed", "1")}, "--state", "completed")
     out = wait_until(done, timeout_s=90, message=running.tail)
-    assert list(rows(out)) == ["twice"] and rows(out)["twice"][-1] == "-"
+    assert list(rows(out)) == ["twice"] and next_of(out, "twice") == "-"
     history = running.ok("history", "twice")
     assert sum(" fired " in f" {line} " for line in history.splitlines()) == 2, history
     assert history.splitlines()[-1] == "twice is completed: its recurrence has no instant left"
@@ -268,7 +273,7 @@ def test_every_state_a_trigger_can_be_in(running: Running, tmp_path: Path) -> No
     assert code == 0, out + err
     suspended = {"beat": ("suspended", "3"), "twice": ("suspended", "1")}
     out = wait_until(listing(suspended, "--state", "suspended"), 60, message=running.tail)
-    assert rows(out)["beat"][-1] == "-"
+    assert next_of(out, "beat") == "-"
     card = running.ok("triggers", "show", "beat")
     assert "state        suspended (run state live)" in card.splitlines()
     assert "is suspended with its tenant" in running.ok("history", "beat").splitlines()[-1]
