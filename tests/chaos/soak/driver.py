@@ -147,6 +147,10 @@ class Managed:
         return code
 
 
+#: what the soak sets for the processes it starts (its cluster's admin), put back at close
+LOGIN_ENV = ("HORAE_KAFKA_USERNAME", "HORAE_KAFKA_PASSWORD")
+
+
 @dataclass(frozen=True)
 class Services:
     """A Kafka cluster and a PostgreSQL database handed to the soak instead of its own stack
@@ -175,6 +179,7 @@ class Soak:
             raise ValueError(f"the soak runs on 1 or 3 brokers, not {brokers}")
         self.prof = prof
         self.services = services
+        self._saved_env: dict[str, str | None] = {}
         self.replicated = services is not None or brokers == 3
         self.broker_victims: list[str] = []
         self.prefix = services.prefix if services else PREFIX
@@ -430,6 +435,8 @@ class Soak:
             # this process's clients log in as the stack's admin, whatever connection it was
             # started with (``horae chaos`` installs one from its own settings)
             use_connection(self.kafka.connection().as_user(self.admin))
+        # the processes it starts inherit these; close() puts back what the caller had
+        self._saved_env = {k: os.environ.get(k) for k in LOGIN_ENV}
         os.environ["HORAE_KAFKA_USERNAME"] = self.admin.username
         os.environ["HORAE_KAFKA_PASSWORD"] = self.admin.password
         self.tenants = [f"soak{i}" for i in range(self.prof.tenants)]
@@ -620,6 +627,11 @@ class Soak:
                 m.signal(signal.SIGKILL)
             m.reap(30)
         self.receiver.stop()
+        for k, v in self._saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         if self.stack is not None:
             use_connection(None)
             self.stack.down()
@@ -677,17 +689,11 @@ def run_soak(
     verdict and the run's folder (logs, receiver log, ``result.json``)."""
     prof = profile(profile_name, minutes)
     workdir = Path(tempfile.mkdtemp(prefix="horae-soak-"))
-    saved = {k: os.environ.get(k) for k in ("HORAE_KAFKA_USERNAME", "HORAE_KAFKA_PASSWORD")}
     soak = Soak(prof, seed, workdir, say, brokers=brokers)
     try:
         verdict = soak.run()
     finally:
         soak.close()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         if not keep:
             shutil.rmtree(workdir / "stack", ignore_errors=True)
     summary = {k: v for k, v in verdict.figures.items() if k != "lost_samples"}
