@@ -133,5 +133,7 @@ def test_metrics_export_the_frozen_count_and_the_sharing_stats() -> None:
     assert sample("horae_planner_gc_frozen_objects") == 0
     with FreezeAfterRebuild().rebuilding():
         pass
-    assert sample("horae_planner_gc_frozen_objects") == gc.get_freeze_count() > 0
+    # the gauge reads gc.get_freeze_count() when scraped (a value, not the same instant's: a
+    # planner thread another test left running may freeze or unfreeze in between)
+    assert sample("horae_planner_gc_frozen_objects") > 0
     assert sample("horae_codec_interned_size", {"type": "Recurrence"}) is not None
