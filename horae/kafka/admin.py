@@ -81,7 +81,10 @@ class Observed:
 
 
 def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient(client_config(bootstrap))
+    """An admin client that prints librdkafka's errors only (as :mod:`horae.kafka.acls`'s): its
+    operations raise with their cause, and a demo's or a CLI's output stays the product's
+    (librdkafka's info lines, e.g. ``BGQUEUE Purging 1 unserved events`` at close, are noise)."""
+    return AdminClient(client_config(bootstrap, {"log_level": 3}))
 
 
 def ensure_topic(admin: AdminClient, name: str, partitions: int, config: dict[str, str]) -> int:
