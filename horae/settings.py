@@ -32,6 +32,18 @@ from horae.paths import default_cache_dir, default_state_dir
 
 #: Where a worker's ``/metrics`` listens unless told otherwise: loopback only.
 METRICS_HOST = "127.0.0.1"
+#: a worker's /metrics (the planner's, the dispatcher's and the projector's sections)
+MetricsPort = Annotated[
+    int, Field(description="serve /metrics at this port (on metrics_host); 0: not served")
+]
+MetricsHost = Annotated[
+    str,
+    Field(
+        description="address /metrics listens on (metrics_port): loopback by default; 0.0.0.0 "
+        "(or ::) for a scraper outside the process's network namespace (a pod's, where the "
+        "chart sets it)"
+    ),
+]
 
 #: The shape of the tenants' definition keys once read: tenant -> key id -> key bytes.
 TenantKeyBytes = dict[str, dict[str, bytes]]
@@ -68,15 +80,8 @@ class PlannerSettings(BaseSettings):
     epsilon_s: float = Field(default=0.0, description="decide the instants due at now - epsilon")
     max_skew_s: float = Field(default=2.0, description="clock gate bound against the broker")
     session_timeout_ms: int = Field(default=10_000, description="consumer group session timeout")
-    metrics_port: int = Field(
-        default=0, description="serve /metrics at this port (on metrics_host); 0: not served"
-    )
-    metrics_host: str = Field(
-        default=METRICS_HOST,
-        description="address /metrics listens on (metrics_port): loopback by default; 0.0.0.0 "
-        "(or ::) for a scraper outside the process's network namespace (a pod's, where the "
-        "chart sets it)",
-    )
+    metrics_port: MetricsPort = 0
+    metrics_host: MetricsHost = METRICS_HOST
     overlap_attempt_s: float = Field(
         default=30.0,
         description="overlap: a running fire with no outcome counts as running until its "
@@ -120,15 +125,8 @@ class DispatcherSettings(BaseSettings):
         description="stable worker slot; group instance and transactional.id derive from it "
         "(default: host name)",
     )
-    metrics_port: int = Field(
-        default=0, description="serve /metrics at this port (on metrics_host); 0: not served"
-    )
-    metrics_host: str = Field(
-        default=METRICS_HOST,
-        description="address /metrics listens on (metrics_port): loopback by default; 0.0.0.0 "
-        "(or ::) for a scraper outside the process's network namespace (a pod's, where the "
-        "chart sets it)",
-    )
+    metrics_port: MetricsPort = 0
+    metrics_host: MetricsHost = METRICS_HOST
     callback_port: int | None = Field(
         default=None,
         description="serve outcome callbacks (POST /v1/outcomes) on this port (0: any free "
@@ -185,15 +183,8 @@ class ProjectorSettings(BaseSettings):
         description="static group membership id (a restart keeps its partitions without a "
         "rebalance), unique per running projector; unset: dynamic membership",
     )
-    metrics_port: int = Field(
-        default=0, description="serve /metrics at this port (on metrics_host); 0: not served"
-    )
-    metrics_host: str = Field(
-        default=METRICS_HOST,
-        description="address /metrics listens on (metrics_port): loopback by default; 0.0.0.0 "
-        "(or ::) for a scraper outside the process's network namespace (a pod's, where the "
-        "chart sets it)",
-    )
+    metrics_port: MetricsPort = 0
+    metrics_host: MetricsHost = METRICS_HOST
 
 
 class NextSettings(BaseSettings):

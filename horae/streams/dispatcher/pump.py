@@ -92,15 +92,15 @@ class Finished:
     conclusion: Conclusion
 
 
-class _CommitterView:
+class CommitterView:
     """The consumer as the committer thread's transactions see it (a
     :class:`~horae.kafka.txn.GroupMember`): the group metadata cached by the consumer thread
     (librdkafka's ``consumer_group_metadata()`` blocks while another thread is inside
     ``consume()``), and no assignment, so a failed transaction's rewind only notifies (the
     consumer thread then seeks, :meth:`Pump._seek_committed`)."""
 
-    def __init__(self) -> None:
-        self.metadata: object | None = None
+    def __init__(self, metadata: object | None = None) -> None:
+        self.metadata = metadata
 
     def consumer_group_metadata(self) -> object | None:
         return self.metadata
@@ -169,7 +169,7 @@ class Pump:
         self.consumer: RecordConsumer = consumer or KafkaConsumer(
             {**consumer_config, "fetch.wait.max.ms": 100}, ends=False
         )
-        self._view = _CommitterView()
+        self._view = CommitterView()
         self.txn = TransactionalProcessor(self._view, producer_config, self._rewound)
         self.breaker = Breaker(config.breaker_threshold)
         self._finished: queue.SimpleQueue[Finished] = queue.SimpleQueue()

@@ -25,6 +25,7 @@ from horae.outbound.ssrf import AddressPolicy, system_resolver
 from horae.ports import SYSTEM_CLOCK, HttpSender, RecordConsumer, Resolver, SystemClock
 from horae.projections.rows import Stage
 from horae.projections.store import ProjectionStore
+from horae.streams.dispatcher.pump import CommitterView
 from tests.net import free_ports
 from tests.unit.ports.contracts import (
     IN,
@@ -132,7 +133,7 @@ class TestKafkaConsumer(RecordConsumerContract):
                 kafka_bootstrap, f"{topic_prefix}committer", slot, 6000,
                 min_poll_interval_ms=30_000, linger_ms=5,
             )  # fmt: skip
-            view = _GroupView(member.group_metadata())
+            view = CommitterView(member.group_metadata())  # as the dispatcher's pump keeps it
             committers.append(TransactionalProcessor(view, producer_config))
             return committers[-1]
 
@@ -146,29 +147,6 @@ class TestKafkaConsumer(RecordConsumerContract):
                 t.close()
             for c in made:
                 c.close()
-
-
-class _GroupView:
-    """A consumer's group metadata as a committer's transactions see it (the dispatcher's pump
-    keeps it so, :class:`horae.streams.dispatcher.pump._CommitterView`): no assignment, so a
-    failed transaction only notifies."""
-
-    def __init__(self, metadata: object) -> None:
-        self.metadata = metadata
-
-    def consumer_group_metadata(self) -> object:
-        return self.metadata
-
-    def assignment(self) -> list[TopicPartition]:
-        return []
-
-    def committed(
-        self, partitions: list[TopicPartition], timeout: float = -1
-    ) -> list[TopicPartition]:
-        raise RuntimeError("the view owns no partitions")
-
-    def seek(self, partition: TopicPartition) -> None:
-        raise RuntimeError("the view owns no partitions")
 
 
 class TestPostgresStore(ReadModelStoreContract):
