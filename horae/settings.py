@@ -303,6 +303,30 @@ class ChaosSettings(BaseSettings):
     )
 
 
+class DrSettings(BaseSettings):
+    """``horae dr``, disaster recovery between the local regions a and b (``HORAE_DR_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="HORAE_DR_", extra="ignore")
+
+    to: Literal["a", "b"] = Field(default="b", description="promote: the region that will write")
+    declare_lost: bool = Field(
+        default=False,
+        description="promote: the writing region does not answer and is declared lost (without "
+        "it a promotion refuses to go on when that region cannot be fenced)",
+    )
+    lag_timeout_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="promote: how long to wait for the replication lag to reach 0 once the "
+        "writing region is fenced",
+    )
+    exactly_once: bool = Field(
+        default=True,
+        description="up: MirrorMaker 2 writes into the standby with exactly-once source "
+        "(transactions with its own source offsets)",
+    )
+
+
 class ApiSettings(BaseSettings):
     """``horae api`` (``HORAE_API_*``)."""
 
@@ -548,6 +572,7 @@ class Settings(BaseSettings):
     topics: TopicsSettings = Field(default_factory=TopicsSettings)
     tenants: TenantsSettings = Field(default_factory=TenantsSettings)
     chaos: ChaosSettings = Field(default_factory=ChaosSettings)
+    dr: DrSettings = Field(default_factory=DrSettings)
 
     @model_validator(mode="after")
     def _platform_key_in_every_tenant(self) -> Settings:
@@ -633,6 +658,7 @@ SECTIONS: dict[str, type[BaseSettings]] = {
     "topics": TopicsSettings,
     "tenants": TenantsSettings,
     "chaos": ChaosSettings,
+    "dr": DrSettings,
 }
 
 

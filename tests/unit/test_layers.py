@@ -36,6 +36,7 @@ LAYERS: Mapping[str, int] = {
     "horae.outbound": 3,
     "horae.projections": 3,
     "horae.devstack": 3,
+    "horae.dr": 3,  # the DR regions, MirrorMaker 2 and the promotion (beside the local stack)
     "horae.testing": 3,
     "horae.streams": 4,
     "horae.client": 4,
