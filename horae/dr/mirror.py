@@ -301,10 +301,10 @@ class MirrorMaker:
         return out
 
     def lag(self, replicated: dict[tuple[str, int], int] | None = None) -> dict[str, int]:
-        """Committed records of each replicated source topic not yet in the target (summed over
-        its partitions; a partition is counted up to :data:`LAG_COUNT_CAP`). Raises when the
-        source does not answer."""
-        done = self.replicated() if replicated is None else replicated
+        """Committed records of each replicated source topic not yet in the target, as of the
+        call: the source's ends are taken first, then MM2's offsets, and the records between
+        are counted (summed over a topic's partitions; a partition counted up to
+        :data:`LAG_COUNT_CAP`). Raises when the source does not answer."""
         with on(self.source):
             consumer = Consumer(
                 self.source.client(
@@ -314,16 +314,18 @@ class MirrorMaker:
                 )
             )  # fmt: skip
             try:
-                names = [
-                    n for n in consumer.list_topics(timeout=10).topics if mirrored(n, self.prefix)
-                ]
                 meta = consumer.list_topics(timeout=10).topics
-                lag: dict[str, int] = {}
-                for name in sorted(names):
-                    total = 0
+                ends: dict[tuple[str, int], tuple[int, int]] = {}
+                for name in sorted(n for n in meta if mirrored(n, self.prefix)):
                     for p in meta[name].partitions:
-                        total += _count_after(consumer, name, p, done.get((name, p), 0))
-                    lag[name] = total
+                        tp = TopicPartition(name, p)
+                        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+                        ends[(name, p)] = (int(low), int(high))
+                done = self.replicated() if replicated is None else replicated
+                lag: dict[str, int] = {}
+                for (name, p), (low, high) in ends.items():
+                    start = max(low, done.get((name, p), 0))
+                    lag[name] = lag.get(name, 0) + _count(consumer, name, p, start, high)
                 return lag
             finally:
                 consumer.close()
@@ -355,14 +357,11 @@ def _take(
     out[where] = int(json.loads(value)["offset"]) + 1
 
 
-def _count_after(consumer: Consumer, topic: str, partition: int, start: int) -> int:
-    """Committed records of ``topic[partition]`` at or after offset ``start`` (capped)."""
-    tp = TopicPartition(topic, partition)
-    low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-    begin = max(start, int(low))
-    if begin >= high:
+def _count(consumer: Consumer, topic: str, partition: int, start: int, end: int) -> int:
+    """Committed records of ``topic[partition]`` in offsets ``[start, end)`` (capped)."""
+    if start >= end:
         return 0
-    consumer.assign([TopicPartition(topic, partition, begin)])
+    consumer.assign([TopicPartition(topic, partition, start)])
     count = 0
     deadline = time.monotonic() + 30
     try:
@@ -375,6 +374,8 @@ def _count_after(consumer: Consumer, topic: str, partition: int, start: int) -> 
                 if err.code() == KafkaError._PARTITION_EOF:
                     break
                 continue
+            if (msg.offset() or 0) >= end:
+                break
             count += 1
     finally:
         consumer.unassign()

@@ -60,6 +60,7 @@ class Promotion:
     audited: list[str] = field(default_factory=list)  # the tenants audited
     started_at: float = 0.0
     finished_at: float = 0.0
+    steps: dict[str, float] = field(default_factory=dict)  # seconds each step took
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -72,6 +73,7 @@ class Promotion:
             "tenants_audited": self.audited,
             "at": datetime.fromtimestamp(self.started_at, UTC).isoformat(),
             "took_s": round(self.finished_at - self.started_at, 2),
+            "steps_s": self.steps,
         }
 
 
@@ -126,16 +128,27 @@ def promote(
             f"promote with --declare-lost (what it decided after the last replicated record is "
             f"lost from the ledger; region {target.name} decides the outage by misfire policy)"
         )
+    steps: dict[str, float] = {}
+
+    def step(name: str, since: float) -> float:
+        now = clock()
+        steps[name] = round(now - since, 2)
+        return now
+
+    at = step("fence" if fenced else "declare lost", started)
+    flow.stop()
+    at = step("stop mirrormaker", at)
     replicated: dict[str, int] = {}
     for (topic, _), offset in flow.replicated().items():
         replicated[topic] = replicated.get(topic, 0) + offset
-    flow.stop()
     tenants = tenants_of(target)
     provision(target, tuple(tenants))
+    at = step("provision", at)
     result = Promotion(source.name, target.name, fenced, acls, lag, replicated, [], started)
     audited = audit(target, result, clock(), tenants)
+    step("audit", at)
     done = Promotion(
-        source.name, target.name, fenced, acls, lag, replicated, audited, started, clock()
+        source.name, target.name, fenced, acls, lag, replicated, audited, started, clock(), steps
     )
     write_state(
         home,

@@ -257,6 +257,8 @@ def test_region_a_lost_region_b_promoted_decides_on(drill: Drill) -> None:
     for proc in drill.procs:
         proc.wait(60)
 
+    fires_b = drill.ledger(b)  # b's processes stopped: its ledger is final
+    own_b = [f for f in fires_b if f.decided_at.timestamp() >= killed_at]
     # --- region a's broker back, alone, to read its ledger -------------------------------------
     a.kafka.stop()
     a.kafka.start()
@@ -327,8 +329,8 @@ def test_region_a_lost_region_b_promoted_decides_on(drill: Drill) -> None:
         f"\nDR drill: RPO {len(lost)} decisions of a not replicated ({never} records in all; the "
         f"last replicated decision {rpo_s:.1f} s before the "
         f"kill); RTO {rto:.1f} s (kill -> b's first decision); promotion took "
-        f"{done.finished_at - done.started_at:.1f} s; lag before the kill "
-        f"{sum(lag_before.values())} records; "
+        f"{done.finished_at - done.started_at:.1f} s {done.steps}; lag before the kill "
+        f"{ {t: n for t, n in lag_before.items() if n} } records; "
         f"decided in both regions {len(both)} (same fire key each); outage by policy {windows}; "
         f"decisions a {len(fires_a)}, b {len(own_b)}; deliveries {sum(delivered.values())} "
         f"calls, {len(delivered)} keys, {sum(n - 1 for n in delivered.values())} repeated"
