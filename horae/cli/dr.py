@@ -70,6 +70,14 @@ def _up(settings: Settings, args: argparse.Namespace) -> int:
             print(f"  export {exports}")
             print(f"  kafka users {', '.join(roles)}; admin {r.admin.username} "
                   f"(password in {r.kafka.password_file})")  # fmt: skip
+        if read_state(dr_home(settings)).promotions:
+            print(
+                f"horae dr up: the regions are up, but MirrorMaker 2 is not started: region "
+                f"{other(active)} wrote before a promotion and holds decisions region {active} "
+                f"never saw; mirroring into it (fail-back) is not built (docs/dr.md)",
+                file=sys.stderr,
+            )
+            return 1
         mirror = _flow(settings, regions, active)
         mirror.start()
     except (StackError, KafkaException) as exc:
