@@ -64,8 +64,14 @@ class KafkaSink:
             self.producer.poll(0.05)
 
     async def _send(
-        self, topic: Topic, key: str, value: bytes, partitions: list[int | None]
+        self,
+        topic: Topic,
+        key: str,
+        value: bytes,
+        partitions: list[int | None],
+        headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
+        sent: list[tuple[str, str | bytes | None]] = list(headers or [])
         loop = asyncio.get_running_loop()
         name = topic_name(topic, self.prefix)
         waits: list[asyncio.Future[None]] = []
@@ -78,11 +84,14 @@ class KafkaSink:
                 loop.call_soon_threadsafe(_settle, acked, err)
 
             if partition is None:
-                self.producer.produce(name, value, key.encode(), on_delivery=delivered)
+                self.producer.produce(
+                    name, value, key.encode(), on_delivery=delivered, headers=sent
+                )
             else:
                 self.producer.produce(
-                    name, value, key.encode(), partition=partition, on_delivery=delivered
-                )
+                    name, value, key.encode(), partition=partition, on_delivery=delivered,
+                    headers=sent,
+                )  # fmt: skip
             waits.append(acked)
         try:
             async with asyncio.timeout(ACK_TIMEOUT_S):
@@ -107,6 +116,15 @@ class KafkaSink:
                 raise ConnectionError(f"topic {name!r} not found")
             partitions = list(sorted(found.partitions))
         await self._send(Topic.COMMANDS, key, self.codec.encode(command), partitions)
+
+    async def put_audit(self, entry: ev.AuditEntry) -> None:
+        await self._send(Topic.AUDIT, entry.tenant, self.codec.encode(entry), [None])
+
+    async def put_order(
+        self, order: ev.DispatchOrder, partition: int, headers: list[tuple[str, bytes]]
+    ) -> None:
+        value = self.codec.encode(order)
+        await self._send(Topic.LANE_RETRY, order.fire.fire_key, value, [partition], headers)
 
     def problem(self) -> str | None:
         if kafka_healthy(self.bootstrap, timeout_s=3.0):
@@ -245,6 +263,30 @@ class PostgresHistory:
         self, tenant: str, since: datetime, until: datetime, limit: int, cursor: str | None
     ) -> Page:
         return _page(self._q(self.queries.audit_entries, tenant, since, until, limit, cursor))
+
+    def audit_entry(self, tenant: str, audit_id: str) -> Mapping[str, Any] | None:
+        return self._q(self.queries.audit_entry, tenant, audit_id)
+
+    def dead_letters(
+        self,
+        tenant: str,
+        *,
+        ids: Sequence[str] | None,
+        trigger_id: str | None,
+        labels: Mapping[str, str] | None,
+        since: datetime | None,
+        until: datetime | None,
+        cause: str | None,
+        state: str | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Page:
+        page = self._q(
+            self.queries.dead_letters, tenant, ids=ids, trigger_id=trigger_id,
+            labels=dict(labels) if labels else None, since=since, until=until, cause=cause,
+            state=state, limit=limit, cursor=cursor,
+        )  # fmt: skip
+        return _page(page)
 
     def problem(self) -> str | None:
         if database_healthy(self.url, timeout_s=3):

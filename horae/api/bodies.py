@@ -132,8 +132,47 @@ class SuspensionIn(Body):
     reason: Reason = None
 
 
+#: a request id: what makes a repeated act a no-op (1-64 of A-Z a-z 0-9 . _ -)
+RequestId = Annotated[
+    Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")] | None,
+    Says("expected 1-64 characters of A-Z a-z 0-9 . _ -"),
+]
+
+
+class GroupIn(Body):
+    """A group act on the triggers a label selector names (``horae.domain.selector``): with
+    ``dry_run`` the count and ids only; else the act, once per ``request_id``. ``policies``: the
+    fields of ``policies`` to set (``/v1/groups/policies`` only)."""
+
+    STANDS_FOR: ClassVar[str | None] = "selector"
+    selector: Annotated[StrictStr, Says("expected a label selector, e.g. env=prod,team=x")]
+    request_id: RequestId = None
+    dry_run: Annotated[StrictBool, Says("expected true or false")] = False
+    policies: Annotated[dict[str, Any] | None, Says("expected an object of policies fields")] = None
+    reason: Reason = None
+
+
+class RedriveIn(Body):
+    """Dead letters to send again: by id (``ids``) or by the list's filters, dry run first."""
+
+    ids: Annotated[
+        Annotated[list[StrictStr], Field(max_length=1000)] | None,
+        Says("expected a list of at most 1000 dead-letter ids"),
+    ] = None
+    trigger_id: Annotated[StrictStr | None, Says("expected a trigger id")] = None
+    selector: Annotated[StrictStr | None, Says("expected a label selector")] = None
+    since: Annotated[Instant | None, Field(alias="from")] = None
+    until: Annotated[Instant | None, Field(alias="to")] = None
+    cause: Annotated[StrictStr | None, Says("expected a cause's text")] = None
+    state: Annotated[StrictStr | None, Says("expected dead or redriven")] = None
+    request_id: RequestId = None
+    dry_run: Annotated[StrictBool, Says("expected true or false")] = False
+
+
 #: every small body, by its name in the OpenAPI document
-BODIES: tuple[type[Body], ...] = (BackfillIn, HorizonIn, WhatIfIn, VerificationIn, SuspensionIn)
+BODIES: tuple[type[Body], ...] = (
+    BackfillIn, HorizonIn, WhatIfIn, VerificationIn, SuspensionIn, GroupIn, RedriveIn,
+)  # fmt: skip
 #: what each model's JSON Schema must list as required beyond its pydantic-required fields
 _REQUIRED: dict[type[Body], tuple[str, ...]] = {WhatIfIn: ("proposed",)}
 

@@ -457,3 +457,56 @@ class ApiClient:
             "POST", self._schedule(trigger_id, "/horizon"), body={"horizon_s": horizon_s}
         )
         return result or {}
+
+    # --- groups and dead letters ------------------------------------------------------------
+    def group(
+        self,
+        act: str,
+        selector: str,
+        *,
+        dry_run: bool = False,
+        request_id: str | None = None,
+        policies: JSON | None = None,
+        reason: str | None = None,
+    ) -> JSON:
+        """POST /v1/groups/{act} (``pause``, ``resume``, ``delete``, ``policies``) on the
+        triggers ``selector`` names: a dry run's count and ids, or what was done."""
+        body: JSON = {"selector": selector, "dry_run": dry_run}
+        for name, value in (("request_id", request_id), ("policies", policies), ("reason", reason)):
+            if value is not None:
+                body[name] = value
+        result: JSON = self._json("POST", f"/v1/groups/{_segment(act)}", body=body)
+        return result
+
+    def dead_letters(
+        self, *, cursor: str | None = None, limit: int | None = None, **filters: Any
+    ) -> Page:
+        """GET /v1/dead-letters: one page (filters ``trigger_id``, ``selector``, ``start``,
+        ``end``, ``cause``, ``state``)."""
+        start, end = filters.pop("start", None), filters.pop("end", None)
+        params = {
+            **filters,
+            "from": None if start is None else _when(start),
+            "to": None if end is None else _when(end),
+            "cursor": cursor,
+            "limit": limit,
+        }
+        return self._page("/v1/dead-letters", params)
+
+    def dead_letters_all(self, **filters: Any) -> Iterator[JSON]:
+        """Every dead letter the filters select, following the cursors."""
+
+        def fetch(cursor: str | None) -> Page:
+            return self.dead_letters(cursor=cursor, **filters)
+
+        return self._every(fetch)
+
+    def dead_letter(self, dlq_id: str) -> JSON:
+        """GET /v1/dead-letters/{id}: one dead letter with its order."""
+        result: JSON = self._json("GET", f"/v1/dead-letters/{_segment(dlq_id)}")
+        return result
+
+    def redrive(self, body: JSON) -> JSON:
+        """POST /v1/redrives (``ids`` or filters, ``dry_run``, ``request_id``)."""
+        result: JSON = self._json("POST", "/v1/redrives", body=body)
+        return result

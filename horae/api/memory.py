@@ -77,6 +77,14 @@ class MemoryBackend:
     attempt_rows: list[dict[str, Any]] = field(default_factory=list)
     event_rows: list[dict[str, Any]] = field(default_factory=list)
     audit_rows: list[dict[str, Any]] = field(default_factory=list)
+    #: dead letters as the read model holds them (rows of :meth:`dead_letters`)
+    dead_letter_rows: list[dict[str, Any]] = field(default_factory=list)
+    #: the redrive orders produced: (order, partition, headers)
+    orders: list[tuple[ev.DispatchOrder, int, list[tuple[str, bytes]]]] = field(
+        default_factory=list
+    )
+    #: the audit entries produced (also projected into ``audit_rows`` at once)
+    audits: list[ev.AuditEntry] = field(default_factory=list)
     down: str | None = None
     #: (tenant, trigger id) -> (version, "paused" | "live" | "completed") the planner applied
     runs: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
@@ -118,6 +126,20 @@ class MemoryBackend:
         if self.down:
             raise ConnectionError(self.down)
         self.commands.append((command, every_partition))
+
+    async def put_audit(self, entry: ev.AuditEntry) -> None:
+        if self.down:
+            raise ConnectionError(self.down)
+        self.audits.append(entry)
+        row = {f: getattr(entry, f) for f in entry.__dataclass_fields__}
+        self.audit_rows.append({**row, "role": entry.role.value, "detail": dict(entry.detail)})
+
+    async def put_order(
+        self, order: ev.DispatchOrder, partition: int, headers: list[tuple[str, bytes]]
+    ) -> None:
+        if self.down:
+            raise ConnectionError(self.down)
+        self.orders.append((order, partition, headers))
 
     def problem(self) -> str | None:
         return self.down
@@ -273,6 +295,69 @@ class MemoryBackend:
     ) -> Page:
         rows = [r for r in self.audit_rows if r["tenant"] == tenant and since <= r["at"] < until]
         return _page(sorted(rows, key=lambda r: (r["at"], r["audit_id"])), limit, cursor)
+
+    def audit_entry(self, tenant: str, audit_id: str) -> Mapping[str, Any] | None:
+        return next(
+            (r for r in self.audit_rows if r["tenant"] == tenant and r["audit_id"] == audit_id),
+            None,
+        )
+
+    def dead_letters(
+        self,
+        tenant: str,
+        *,
+        ids: Sequence[str] | None,
+        trigger_id: str | None,
+        labels: Mapping[str, str] | None,
+        since: datetime | None,
+        until: datetime | None,
+        cause: str | None,
+        state: str | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Page:
+        chosen: set[str] | None = None
+        if labels:
+            chosen = {
+                t
+                for (owner, t), s in self.stored.items()
+                if owner == tenant
+                and all(s.definition.labels.get(k) == v for k, v in labels.items())
+            }
+        redriven = {
+            str(r["detail"].get("dlq")): r
+            for r in sorted(self.audit_rows, key=lambda r: r["at"], reverse=True)
+            if r["tenant"] == tenant and r["action"] == "dlq.redrive"
+        }
+        rows = []
+        for r in sorted(self.dead_letter_rows, key=lambda r: (r["dead_at"], r["dlq_id"])):
+            done = redriven.get(r["link"])
+            if not (
+                r["tenant"] == tenant
+                and (ids is None or r["dlq_id"] in ids)
+                and (trigger_id is None or r["trigger_id"] == trigger_id)
+                and (chosen is None or r["trigger_id"] in chosen)
+                and (since is None or r["dead_at"] >= since)
+                and (until is None or r["dead_at"] < until)
+                and (not cause or cause in r["cause"])
+                and (state is None or (state == "redriven") == (done is not None))
+            ):
+                continue
+            rows.append(
+                {
+                    **r,
+                    "redriven_at": done["at"] if done else None,
+                    "redriven_by": done["principal"] if done else None,
+                }
+            )
+        after = _after(cursor)
+        if after is not None:
+            rows = [r for r in rows if (r["dead_at"], r["dlq_id"]) > after]
+        more = len(rows) > limit
+        page = rows[:limit]
+        last = page[-1] if page else None
+        token = _keyset_cursor(last["dead_at"], last["dlq_id"]) if more and last else None
+        return Page(page, token)
 
 
 @dataclass

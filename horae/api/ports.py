@@ -110,6 +110,18 @@ class DefinitionSink(Protocol):
         """``every_partition``: a tenant-wide command goes to every partition."""
         ...
 
+    async def put_audit(self, entry: ev.AuditEntry) -> None:
+        """An audit entry of an act the API did itself (a group act, a redrive): topic
+        ``audit``, keyed by its tenant."""
+        ...
+
+    async def put_order(
+        self, order: ev.DispatchOrder, partition: int, headers: list[tuple[str, bytes]]
+    ) -> None:
+        """A redrive's order: topic ``lane.retry``, keyed by its fire key, on ``partition``
+        (the dead letter's: the trigger's), with ``headers``."""
+        ...
+
     def problem(self) -> str | None:
         """``None`` when the broker answers, else why not (for ``/readyz``)."""
         ...
@@ -184,6 +196,34 @@ class HistorySource(Protocol):
     def audit(
         self, tenant: str, since: datetime, until: datetime, limit: int, cursor: str | None
     ) -> Page: ...
+
+    def audit_entry(self, tenant: str, audit_id: str) -> Mapping[str, Any] | None:
+        """One audit entry of ``tenant`` (a row as :meth:`audit` gives) by id; ``None`` when
+        there is none or it is another tenant's."""
+        ...
+
+    def dead_letters(
+        self,
+        tenant: str,
+        *,
+        ids: Sequence[str] | None,
+        trigger_id: str | None,
+        labels: Mapping[str, str] | None,
+        since: datetime | None,
+        until: datetime | None,
+        cause: str | None,
+        state: str | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Page:
+        """The tenant's dead letters (rows: ``dlq_id``, ``link``, ``trigger_id``, ``fire_key``,
+        ``origin``, ``scheduled_at``, ``lane``, ``attempt``, ``cause``, ``dead_at``,
+        ``redrive_of``, ``record`` (the DLQ record's value), ``redriven_at``, ``redriven_by``)
+        by ``(dead_at, dlq_id)``, keyset-paged: only those with one of ``ids``, of
+        ``trigger_id``, of triggers whose latest version has every label of ``labels``, dead in
+        ``[since, until)``, whose cause holds ``cause``, in ``state`` (``dead``: never
+        redriven; ``redriven``). Of ``tenant`` only, whatever the ids name."""
+        ...
 
     def problem(self) -> str | None:
         """``None`` when the database answers, else why not (for ``/readyz``)."""

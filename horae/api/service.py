@@ -459,11 +459,13 @@ class Service:
         *,
         reason: str | None = None,
         window: tuple[datetime, datetime] | None = None,
+        command_id: str | None = None,
     ) -> ev.Command:
-        """A platform-signed command recording the actor, produced; returns it."""
+        """A platform-signed command recording the actor, produced; returns it (``command_id``:
+        its id, e.g. derived from a request id; default a new one)."""
         now = self.clock().astimezone(UTC)
         command = ev.Command(
-            command_id=f"api-{kind.value}-{uuid.uuid4().hex}",
+            command_id=command_id or f"api-{kind.value}-{uuid.uuid4().hex}",
             tenant=principal.tenant,
             trigger_id=trigger_id,
             kind=kind,
@@ -482,6 +484,16 @@ class Service:
         except Exception as exc:
             raise ApiError(503, "Unavailable", f"the command was not acknowledged: {exc}") from None
         return signed
+
+    async def put_audit(self, entry: ev.AuditEntry) -> None:
+        """Produce an audit entry of an act the API did itself (a group act, a redrive); 503
+        when the broker did not acknowledge it."""
+        try:
+            await self.sink.put_audit(entry)
+        except Exception as exc:
+            raise ApiError(
+                503, "Unavailable", f"the audit entry was not acknowledged: {exc}"
+            ) from None
 
     def manual_fire_key(self, command: ev.Command) -> str:
         """The fire key the planner gives this manual run, assuming no other producer sent a

@@ -13,6 +13,9 @@ Usage::
     horae triggers show ID
     horae triggers amend ID [-f FILE] [--set PATH=VALUE]... [--if-version N]
     horae triggers pause|resume|delete|run ID
+    horae triggers pause|resume|delete --selector KEY=VALUE[,...] [--dry-run] [--request-id ID]
+                       [--yes]             (every trigger the labels select: horae.cli.groups)
+    horae triggers amend --selector KEY=VALUE[,...] --set policies.PATH=VALUE... [--dry-run]
     horae triggers next ID [-n N]              (the stored version's next instants, local time)
     horae triggers export [ID...] [--label KEY:VALUE]   (YAML documents for ``horae apply``)
     horae targets verify URL | check HOST      (prove the tenant controls a webhook host)
@@ -49,7 +52,7 @@ from itertools import islice
 from typing import Any
 
 from horae.api.client import JSON, ApiError, ApiUnreachable
-from horae.cli import connect
+from horae.cli import connect, groups
 from horae.delivery.table import describe
 from horae.settings import Settings
 
@@ -272,7 +275,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     text = "amend a trigger (a new version, If-Match on the version read)"
     amend = sub.add_parser("amend", help=text, description=text)
-    amend.add_argument("trigger", metavar="ID")
+    amend.add_argument("trigger", metavar="ID", nargs="?")
+    groups.add_group_flags(amend)  # --selector: set policies of every trigger it names
     amend.add_argument("-f", "--file", metavar="FILE", help="the whole new document")
     amend.add_argument(
         "--set",
@@ -295,7 +299,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     }
     for act, text in acts.items():
         p = sub.add_parser(act, help=text, description=text)
-        p.add_argument("trigger", metavar="ID")
+        if act == "run":
+            p.add_argument("trigger", metavar="ID")
+        else:  # or every trigger a selector names (horae.cli.groups)
+            p.add_argument("trigger", metavar="ID", nargs="?")
+            groups.add_group_flags(p)
         connect.add_connection_flags(p)
         p.set_defaults(func=_act)
 
@@ -505,6 +513,10 @@ def _amend(settings: Settings, args: argparse.Namespace) -> int:
     from horae.cli.apply import Current, DocumentError, diff, normalize, run_state, with_state
 
     name = "horae triggers amend"
+    if args.selector is not None:
+        return groups.run_group(settings, args, "amend")
+    if not args.trigger:
+        return _usage(name, "give an ID or --selector")
     if not args.file and not args.set:
         return _usage(name, "-f FILE or --set PATH=VALUE is required")
     try:
@@ -544,6 +556,10 @@ def _amend(settings: Settings, args: argparse.Namespace) -> int:
 
 def _act(settings: Settings, args: argparse.Namespace) -> int:
     act: str = args.triggers_command
+    if act != "run" and args.selector is not None:
+        return groups.run_group(settings, args, act)
+    if not args.trigger:
+        return _usage(f"horae triggers {act}", "give an ID or --selector")
     try:
         with connect.open_client(settings, args) as api:
             if act == "delete":

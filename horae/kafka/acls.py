@@ -71,10 +71,12 @@ _TOPICS: dict[str, tuple[tuple[Topic, ...], tuple[Topic, ...]]] = {
             Topic.ATTEMPTS,
             Topic.OUTCOMES,
             Topic.AUDIT,
+            Topic.DLQ,  # the dead letters read model
         ),
         (),
     ),
-    "api": ((), (Topic.DEFINITIONS, Topic.COMMANDS)),
+    # a group act's and a redrive's audit entry; a redrive's order (horae.api.dead_letters)
+    "api": ((), (Topic.DEFINITIONS, Topic.COMMANDS, Topic.AUDIT, Topic.LANE_RETRY)),
 }
 #: the process roles, each a principal ``User:<role>``
 ROLES: tuple[str, ...] = tuple(_TOPICS)

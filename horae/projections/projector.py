@@ -324,7 +324,9 @@ class Projector(Generic[S]):
             offset = msg.offset()
             assert offset is not None
             _, ts = msg.timestamp()
-            self.mapper.add(batch, topic, partition, offset, msg.key(), msg.value(), ts)
+            self.mapper.add(
+                batch, topic, partition, offset, msg.key(), msg.value(), ts, msg.headers()
+            )
         if not self._drain(resync=True):
             return  # the batch in flight failed: this one was read past it, drop it
         if batch.records:

@@ -333,3 +333,52 @@ class HistoryQueries:
         """The audit entries of a tenant in ``[since, until)``, oldest first."""
         params = {"tenant": tenant, "since": since, "until": until}
         return self._keyset("queries/api_audit_page", params, limit, cursor, "at", "audit_id")
+
+    def audit_entry(self, tenant: str, audit_id: str) -> dict[str, Any] | None:
+        """One audit entry of ``tenant`` by id (``None``: none, or another tenant's)."""
+        with self._cursor() as cur:
+            found: dict[str, Any] | None = cur.execute(
+                sql("queries/audit_entry"), {"tenant": tenant, "audit_id": audit_id}
+            ).fetchone()
+        return found
+
+    def dead_letters(
+        self,
+        tenant: str,
+        *,
+        ids: Sequence[str] | None = None,
+        trigger_id: str | None = None,
+        labels: dict[str, str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        cause: str | None = None,
+        state: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RowPage:
+        """A tenant's dead letters, oldest death first, keyset-paged on ``(dead_at, dlq_id)``:
+        those of ``ids``, of ``trigger_id``, of the triggers whose latest version has every
+        label of ``labels``, dead in ``[since, until)``, whose cause holds ``cause``, ``state``
+        ``dead`` (never redriven) or ``redriven``. One transaction (the labelled triggers'
+        ids, then the page, from the ``dead_letters_tenant_*`` indexes)."""
+        limit = max(1, min(limit, MAX_LIMIT))
+        after_at, after_key = _after(cursor)
+        params: dict[str, Any] = {"tenant": tenant, "ids": list(ids) if ids is not None else None,
+                                  "trigger_ids": [trigger_id] if trigger_id else None,
+                                  "since": since, "until": until, "cause": cause or None,
+                                  "state": state, "after_at": after_at, "after_key": after_key,
+                                  "limit": limit + 1}  # fmt: skip
+        with self._cursor() as cur:
+            if labels:
+                found = cur.execute(
+                    sql("queries/labelled_triggers"),
+                    {"tenant": tenant, "labels": json.dumps(labels)},
+                ).fetchall()
+                chosen = {r["trigger_id"] for r in found}
+                if trigger_id:
+                    chosen &= {trigger_id}
+                if not chosen:
+                    return RowPage([], None)
+                params["trigger_ids"] = sorted(chosen)
+            rows = cur.execute(sql("queries/dead_letters_page"), params).fetchall()
+        return _page(rows, limit, "dead_at", "dlq_id")

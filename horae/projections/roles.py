@@ -52,6 +52,7 @@ PROJECTOR_WRITES: tuple[str, ...] = (
     "work_outcomes",
     "schedule_events",
     "audit_entries",
+    "dead_letters",
 )
 #: the tables the projector only reads (the generation it checks, the migrations it needs)
 PROJECTOR_READS: tuple[str, ...] = ("projection_meta", "schema_migrations")

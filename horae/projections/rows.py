@@ -13,7 +13,7 @@ stored as the canonical JSON of their Avro datum.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -25,6 +25,8 @@ from horae.contracts.codec import Codec, DecodeError
 from horae.contracts.topics import Topic
 
 Row = tuple[Any, ...]
+#: a record's headers (as :data:`horae.ports.InputHeaders`)
+InputHeaders = Sequence[tuple[str, str | bytes | None]] | Mapping[str, str | bytes | None]
 
 
 class Source(NamedTuple):
@@ -52,6 +54,7 @@ class Stage(StrEnum):
     OUTCOMES = "stage_outcomes"
     SCHEDULE_EVENTS = "stage_schedule_events"
     AUDIT = "stage_audit"
+    DEAD_LETTERS = "stage_dead_letters"
     ERRORS = "stage_errors"
 
 
@@ -63,6 +66,7 @@ PROJECTED: dict[Topic, tuple[type[ev.Event], Stage]] = {
     Topic.OUTCOMES: (ev.WorkOutcome, Stage.OUTCOMES),
     Topic.SCHEDULE_EVENTS: (ev.ScheduleEvent, Stage.SCHEDULE_EVENTS),
     Topic.AUDIT: (ev.AuditEntry, Stage.AUDIT),
+    Topic.DLQ: (ev.DispatchOrder, Stage.DEAD_LETTERS),
 }
 
 STAGE_COLUMNS: dict[Stage, tuple[str, ...]] = {
@@ -96,6 +100,10 @@ STAGE_COLUMNS: dict[Stage, tuple[str, ...]] = {
         "audit_id", "tenant", "principal", "role", "action", "at", "allowed", "trigger_id",
         "command_id", "detail", "src_partition", "src_offset",
     ),
+    Stage.DEAD_LETTERS: (
+        "dlq_id", "link", "tenant", "trigger_id", "fire_key", "origin", "scheduled_at", "lane",
+        "attempt", "cause", "dead_at", "redrive_of", "record", "src_partition", "src_offset",
+    ),
     Stage.ERRORS: (
         "topic", "partition", "offset", "cause", "detail", "record_key", "record_value",
         "record_ts",
@@ -121,6 +129,9 @@ STAGE_TYPES: dict[Stage, tuple[str, ...]] = {
         _T, _T, _T, _T, _TS, _I8, _T, _T, _TS, _TS, _T, _I8, _I4, _T, _I4, _I8,
     ),
     Stage.AUDIT: (_T, _T, _T, _T, _T, _TS, "bool", _T, _T, _T, _I4, _I8),
+    Stage.DEAD_LETTERS: (
+        _T, _T, _T, _T, _T, _T, _TS, _T, _I4, _T, _TS, _T, "bytea", _I4, _I8,
+    ),
     Stage.ERRORS: (_T, _I4, _I8, _T, _T, "bytea", "bytea", _TS),
 }  # fmt: skip
 
@@ -201,6 +212,45 @@ MAPPERS: dict[Stage, Callable[[Any, str, int, int], Row]] = {
     Stage.SCHEDULE_EVENTS: _schedule_event,
     Stage.AUDIT: _audit,
 }
+
+
+#: the DLQ record's headers the read model keeps (:mod:`horae.streams.dispatcher.conclude` and
+#: :mod:`~horae.streams.dispatcher.records` write them)
+H_DLQ_CAUSE, H_REDRIVE = "horae-dlq-cause", "horae-redrive-of"
+
+
+def _header(headers: InputHeaders | None, name: str) -> str | None:
+    pairs = headers.items() if isinstance(headers, Mapping) else headers or ()
+    for key, raw in pairs:
+        if key == name and isinstance(raw, bytes | bytearray):
+            return bytes(raw).decode(errors="replace")
+    return None
+
+
+def dead_letter_id(partition: int, offset: int) -> str:
+    """A dead letter's id: where its record lies in the DLQ topic (``<partition>-<offset>``)."""
+    return f"{partition}-{offset}"
+
+
+def _dead_letter(
+    d: ev.DispatchOrder,
+    t: str,
+    p: int,
+    o: int,
+    headers: InputHeaders | None,
+    timestamp_ms: int | None,
+    value: bytes,
+) -> Row:
+    """A DLQ record's row: the fire, the attempt it died at, the cause (its header), when (the
+    record's timestamp; without one, the order's ``not_before``), the redrive it came from, and
+    the record's value (the order a redrive sends again)."""
+    f = d.fire
+    dead_at = _ts(timestamp_ms) or d.not_before
+    return (
+        dead_letter_id(p, o), f"{t}:{p}:{o}", f.tenant, f.trigger_id, f.fire_key, f.origin,
+        f.scheduled_at, d.lane, d.attempt, _header(headers, H_DLQ_CAUSE) or "", dead_at,
+        _header(headers, H_REDRIVE), value, p, o,
+    )  # fmt: skip
 
 
 def _ts(timestamp_ms: int | None) -> datetime | None:
@@ -338,8 +388,10 @@ class RecordMapper:
         key: bytes | None,
         value: bytes | None,
         timestamp_ms: int | None = None,
+        headers: InputHeaders | None = None,
     ) -> None:
-        """Stage one record (or its error row) and advance the partition's next offset."""
+        """Stage one record (or its error row) and advance the partition's next offset
+        (``headers``: the record's; a dead letter keeps its cause and lineage from them)."""
         batch.records += 1
         tp = (topic, partition)
         batch.next_offsets[tp] = offset + 1
@@ -364,7 +416,11 @@ class RecordMapper:
                 raise DecodeError(
                     "type", f"a {type(event).__name__} on {topic}, expected {expected.__name__}"
                 )
-            row = MAPPERS[stage](event, topic, partition, offset)
+            if stage is Stage.DEAD_LETTERS:
+                assert isinstance(event, ev.DispatchOrder)  # the type checked above
+                row = _dead_letter(event, topic, partition, offset, headers, timestamp_ms, value)
+            else:
+                row = MAPPERS[stage](event, topic, partition, offset)
         except DecodeError as exc:
             batch.add_error(topic, partition, offset, exc, key, value, timestamp_ms)
             return

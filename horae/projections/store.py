@@ -47,6 +47,7 @@ MERGES: dict[Stage, tuple[str, ...]] = {
     Stage.OUTCOMES: ("merge/outcomes",),
     Stage.SCHEDULE_EVENTS: ("merge/schedule_events", "merge/trigger_runs"),
     Stage.AUDIT: ("merge/audit", "merge/tenant_suspensions"),
+    Stage.DEAD_LETTERS: ("merge/dead_letters",),
     Stage.ERRORS: ("merge/errors",),
 }
 

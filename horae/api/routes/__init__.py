@@ -6,8 +6,10 @@ applications" layout); :func:`horae.api.app.create_app` includes them in :data:`
 | :mod:`.health` | service | ``/healthz``, ``/readyz``, ``/metrics`` (no token) |
 | :mod:`.schedules` | schedules | create, list, show, amend, delete a trigger |
 | :mod:`.commands` | schedules | pause, resume, run a trigger now |
+| :mod:`.groups` | groups | pause, resume, delete, set policies of the triggers a selector names |
 | :mod:`.dryrun` | dry-run | next instants, dry-run of a body, what-if of a change |
 | :mod:`.history` | history | fires, a fire's story, lateness, events, audit |
+| :mod:`.dead_letters` | dead letters | list, inspect and redrive the tenant's dead letters |
 | :mod:`.privileged` | privileged | backfill, horizon (the policy role) |
 | :mod:`.targets` | targets | a webhook host's ownership challenge and its check |
 | :mod:`.platform` | platform | tenants and their grants, a tenant's suspension |
@@ -23,7 +25,9 @@ from fastapi import APIRouter
 
 from horae.api.routes import (
     commands,
+    dead_letters,
     dryrun,
+    groups,
     health,
     history,
     platform,
@@ -37,8 +41,10 @@ ROUTERS: tuple[APIRouter, ...] = (
     health.router,
     schedules.router,
     commands.router,
+    groups.router,
     dryrun.router,
     history.router,
+    dead_letters.router,
     privileged.router,
     targets.router,
     platform.router,

@@ -283,6 +283,28 @@ CREATE TABLE audit_entries (
 );
 CREATE INDEX audit_entries_tenant_at ON audit_entries (tenant, at);
 
+-- Dead letters (the dlq topic): fires the dispatcher gave up on, with the order to send again
+-- (``record``) and the link a redrive carries (``link``: <topic>:<partition>:<offset>).
+CREATE TABLE dead_letters (
+    dlq_id text PRIMARY KEY,
+    link text NOT NULL,
+    tenant text NOT NULL,
+    trigger_id text NOT NULL,
+    fire_key text NOT NULL,
+    origin text NOT NULL,
+    scheduled_at timestamptz NOT NULL,
+    lane text NOT NULL,
+    attempt integer NOT NULL,
+    cause text NOT NULL,
+    dead_at timestamptz NOT NULL,
+    redrive_of text,
+    record bytea NOT NULL
+);
+CREATE INDEX dead_letters_tenant_dead ON dead_letters (tenant, dead_at, dlq_id);
+CREATE INDEX dead_letters_tenant_trigger ON dead_letters (tenant, trigger_id, dead_at, dlq_id);
+CREATE INDEX audit_entries_redrive ON audit_entries (tenant, (detail ->> 'dlq'), at)
+    WHERE action = 'dlq.redrive';
+
 -- Per-tenant billing counts per UTC day of the scheduled instant: a view, so always consistent.
 CREATE VIEW billing_daily AS
 SELECT

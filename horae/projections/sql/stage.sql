@@ -41,3 +41,8 @@ CREATE TEMP TABLE IF NOT EXISTS stage_errors (
     topic text, partition integer, "offset" bigint, cause text, detail text,
     record_key bytea, record_value bytea, record_ts timestamptz
 ) ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS stage_dead_letters (
+    dlq_id text, link text, tenant text, trigger_id text, fire_key text, origin text,
+    scheduled_at timestamptz, lane text, attempt integer, cause text, dead_at timestamptz,
+    redrive_of text, record bytea, src_partition integer, src_offset bigint
+) ON COMMIT DELETE ROWS;

@@ -53,6 +53,7 @@ def test_fresh_migrate_equals_schema_file(db: psycopg.Connection[Any], schema: s
         "0004_event_lateness",
         "0005_trigger_runs",
         "0006_fire_search",
+        "0007_dead_letters",
     ]
     pschema.load_schema_file(db, loaded)
     got, want = catalog(db, migrated), catalog(db, loaded)
@@ -107,6 +108,7 @@ def test_outcomes_projected_before_0003_are_kept_and_unknown_shows(
         "0004_event_lateness",
         "0005_trigger_runs",
         "0006_fire_search",
+        "0007_dead_letters",
     ]
     rows = db.execute(
         f"SELECT o.fire_key, o.state, o.source, o.src_offset, f.status, f.outcome_source, "

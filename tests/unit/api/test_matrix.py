@@ -10,6 +10,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.routing import iter_route_contexts
 
 from tests.unit.api.support import NOW, Api, cron, make_api
+from tests.unit.api.test_dead_letters import dead_rows, order
 
 WINDOW = {"from": "2026-05-28T00:00:00Z", "to": "2026-06-01T00:00:00Z"}
 WHAT_IF = {"proposed": cron(expr="0 7 * * *"), **WINDOW}
@@ -30,6 +31,8 @@ SCOPED: list[tuple[str, str, Any, str]] = [
     ("POST", "/v1/schedules/nightly/backfill", WINDOW, "policy"),
     ("POST", "/v1/schedules/nightly/horizon", {"horizon_s": 90_000}, "policy"),
     ("GET", "/v1/fires/acme-fire", None, "read"),
+    ("GET", "/v1/dead-letters/1-10", None, "read"),
+    ("POST", "/v1/redrives", {"ids": ["1-10"], "dry_run": True}, "author"),
     ("POST", "/v1/targets/verifications/hooks.acme.example/check", None, "author"),
 ]
 #: routes of the token's own tenant (no id to steal)
@@ -41,6 +44,8 @@ UNSCOPED: list[tuple[str, str, Any, str]] = [
     ("GET", "/v1/lateness", None, "read"),
     ("GET", "/v1/fires?state=failed", None, "read"),
     ("GET", "/v1/audit", None, "read"),
+    ("GET", "/v1/dead-letters", None, "read"),
+    ("POST", "/v1/groups/pause", {"selector": "team=ops", "dry_run": True}, "author"),
     ("GET", "/v1/admin/tenants", None, "platform"),
     ("PUT", "/v1/admin/tenants/acme/suspension", {"suspended": True}, "platform"),
 ]
@@ -75,6 +80,7 @@ def seeded() -> Api:
         headers=api.headers("acme", "author"),
     )
     assert made.status_code == 201
+    api.backend.dead_letter_rows += dead_rows([(order("acme", "nightly", 1), 10, "exhausted")])
     return api
 
 

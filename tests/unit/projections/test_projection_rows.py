@@ -71,6 +71,13 @@ def test_every_projected_type_maps_to_a_full_row() -> None:
         Topic.OUTCOMES: outcome(f, [a]),
         Topic.SCHEDULE_EVENTS: make_schedule_event(f, 1),
         Topic.AUDIT: audit("acme", 1),
+        Topic.DLQ: ev.DispatchOrder(
+            fire=f,
+            target=ev.Target(kind=ev.TargetKind.WEBHOOK, url="https://hooks.acme.example/x"),
+            lane=ev.Lane.ON_TIME,
+            attempt=5,
+            not_before=START,
+        ),
     }
     batch = Batch()
     for i, (topic, event) in enumerate(events.items()):
@@ -79,7 +86,7 @@ def test_every_projected_type_maps_to_a_full_row() -> None:
         (row,) = batch.rows[stage]
         assert len(row) == len(STAGE_COLUMNS[stage])
         assert row[-1] == list(events).index(topic) and row[-2] == 2
-    assert batch.errors == 0 and batch.records == 6
+    assert batch.errors == 0 and batch.records == 7
     definition_row = batch.rows[Stage.DEFINITIONS][0]
     assert (
         '"expr":"* * * * *"' in definition_row[STAGE_COLUMNS[Stage.DEFINITIONS].index("recurrence")]
