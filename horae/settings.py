@@ -528,6 +528,27 @@ class Settings(BaseSettings):
         description="platform signing key (the breaker signs paused versions with it); when set, "
         "it is added to every tenant's map in tenant_keys, so planners accept those versions",
     )
+    oidc_issuer: str | None = Field(
+        default=None,
+        description="iss of the identity tokens of targets with target.oidc: the API's public "
+        "base URL, which serves /.well-known/jwks.json; unset (or no oidc_keys_dir): the "
+        "dispatcher mints none and such an attempt is not sent (no_oidc_key)",
+    )
+    oidc_keys_dir: Path | None = Field(
+        default=None,
+        description="directory of the identity-token signing keys: keys.json, the public set "
+        "(the API publishes it), and one private <kid>.pem per key (the dispatcher signs with "
+        "it); horae oidc rotate adds a key",
+    )
+    oidc_skew_s: int = Field(
+        default=30,
+        description="seconds an identity token outlives its attempt's timeout (clock skew)",
+    )
+    oidc_publish_lead_s: int = Field(
+        default=600,
+        description="horae oidc rotate: seconds a new key is published before it signs (more "
+        "than the JWKS's cache lifetime, 300 s)",
+    )
 
     # --- every process --------------------------------------------------------------------
     min_interval_s: int = Field(default=60, description="smallest `every` interval accepted")

@@ -43,6 +43,8 @@ from horae.api.service import Service
 from horae.api.verification import Fetch, MemoryVerifications, PinnedFetch, VerificationStore
 from horae.console.routes import router as console_router
 from horae.contracts.textrules import printable
+from horae.outbound.oidc import OidcKeys
+from horae.outbound.oidc_files import OidcKeyFiles
 from horae.outbound.ssrf import AddressPolicy
 from horae.settings import Settings
 
@@ -107,6 +109,7 @@ def create_app(
     verifications: VerificationStore | None = None,
     fetch: Fetch | None = None,
     writes: RecentWrites | None = None,
+    oidc_keys: OidcKeys | None = None,
     clock: Callable[[], datetime] | None = None,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> FastAPI:
@@ -116,7 +119,8 @@ def create_app(
     the well-known answer is fetched (default: :class:`PinnedFetch` under ``addresses``, the
     dispatcher's lean sender pinned to the addresses the policy approved); ``writes``: the
     versions written, for read-your-writes (default: in this process; ``horae api`` shares them
-    in PostgreSQL)."""
+    in PostgreSQL); ``oidc_keys``: the identity-token keys whose JWKS ``/.well-known/jwks.json``
+    publishes (default: ``HORAE_OIDC_KEYS_DIR``'s, none when unset)."""
     api = settings.api
     keys = {kid: secret.get_secret_value() for kid, secret in api.token_keys.items()}
     policy = addresses or AddressPolicy(settings.dispatcher.allow)
@@ -166,6 +170,9 @@ def create_app(
     )
     app.state.service = service
     app.state.edge = edge
+    if oidc_keys is None and settings.oidc_keys_dir is not None:
+        oidc_keys = OidcKeyFiles(settings.oidc_keys_dir)
+    app.state.oidc_keys = oidc_keys
     problems.install(app)
 
     app.add_middleware(Outer, max_body=api.max_body_bytes, requests=requests, latency=latency)

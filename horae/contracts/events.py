@@ -128,6 +128,7 @@ class NotSent(StrEnum):
 
     NO_SECRET = "no_secret"  # none of the target's secret_refs is configured for its tenant
     NO_URL = "no_url"  # a webhook target without a URL
+    NO_OIDC_KEY = "no_oidc_key"  # target.oidc set, but this dispatcher holds no OIDC signing key
 
 
 class OutcomeSource(StrEnum):
@@ -219,6 +220,17 @@ class Recurrence:
 
 @event
 @dataclass(frozen=True, slots=True)
+class OidcToken:
+    """Since v8: each attempt carries ``Authorization: Bearer <JWT>``, an OIDC-style identity
+    token minted for that attempt and expiring with it (Cloud Scheduler's ``oidcToken``), signed
+    by a key the API publishes at ``/.well-known/jwks.json`` (:mod:`horae.outbound.oidc`).
+    ``audience``: the token's ``aud``; null: the target URL's origin."""
+
+    audience: str | None = None
+
+
+@event
+@dataclass(frozen=True, slots=True)
 class Target:
     """Where: a signed webhook call (the dispatcher), or an event target: the planner produces the
     ``schedule.triggered`` event itself, in the transaction of the fire record, to ``topic`` —
@@ -235,6 +247,7 @@ class Target:
     secret_refs: tuple[str, ...] = ()  # signing secrets, current first (rotation)
     timeout_ms: int = 10_000  # bounds each attempt (and HORAE_DISPATCHER_DEADLINE_S, if lower)
     body: str = "envelope"  # since v3: "envelope" | "raw"
+    oidc: OidcToken | None = None  # since v8: an identity token on each attempt (webhooks only)
 
 
 @event

@@ -81,6 +81,7 @@ DEFINITION_RULES: Mapping[str, Rule] = {
     "target.url": Rule(2048),
     "target.topic": Rule(249),  # Kafka's longest topic name
     "target.body": Rule(16),
+    "target.oidc.audience": Rule(2048, LINE, 1),
     "signature.key_id": Rule(256),
     "signature.value": Rule(256),
     "signature.alg": Rule(64),
@@ -185,6 +186,7 @@ def check_definition(d: ev.TriggerDefinition) -> None:
         ("target.url", t.url),
         ("target.topic", t.topic),
         ("target.body", t.body),
+        ("target.oidc.audience", None if t.oidc is None else t.oidc.audience),
     ):
         _check(field, value, rules[field])
     if t.method not in METHODS:

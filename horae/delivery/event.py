@@ -28,6 +28,13 @@ class EventDeliverer(Deliverer):
             raise ValidationError("target.topic", target.topic, "an event target needs a topic")
         if problem := event_topic_problem(tenant, target.topic):
             raise ValidationError("target.topic", target.topic, problem)
+        if target.oidc is not None:
+            raise ValidationError(
+                "target.oidc",
+                "set",
+                "an event target makes no HTTP call, so it carries no identity token "
+                "(target.oidc is for webhook targets)",
+            )
 
     def egress_url(self, target: ev.Target) -> str | None:
         return None

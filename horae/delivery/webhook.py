@@ -4,7 +4,10 @@ Ingress wants an ``http(s)`` URL; the tenant's signing secrets are required and 
 URL passes the SSRF policy (at the API, and again at the dispatcher's pinned sender); the planner
 hands the fire over as a ``DispatchOrder``, whose call this module says: the target's URL and
 method, its timeout, and the body (the Standard Webhooks envelope or the raw payload,
-:mod:`horae.delivery.envelope`) that the dispatcher signs and sends, with retries.
+:mod:`horae.delivery.envelope`) that the dispatcher signs and sends, with retries. With
+``target.oidc`` the dispatcher also sends an identity token per attempt (``Authorization:
+Bearer``, :mod:`horae.outbound.oidc`), so the target may set no ``Authorization`` header of its
+own.
 """
 
 from __future__ import annotations
@@ -29,6 +32,15 @@ class WebhookDeliverer(Deliverer):
     def validate(self, tenant: str, target: ev.Target) -> None:
         if not (target.url or "").startswith(("https://", "http://")):
             raise ValidationError("target.url", target.url, "a webhook needs an http(s) URL")
+        if target.oidc is not None:
+            taken = next((h for h in target.headers if h.lower() == "authorization"), None)
+            if taken is not None:
+                raise ValidationError(
+                    "target.headers",
+                    taken,
+                    "target.oidc sends the Authorization header (its Bearer token): a target "
+                    "with an identity token sets no Authorization header of its own",
+                )
 
     def egress_url(self, target: ev.Target) -> str | None:
         return target.url or ""

@@ -4,6 +4,7 @@ applications" layout); :func:`horae.api.app.create_app` includes them in :data:`
 | module | tag | routes |
 |---|---|---|
 | :mod:`.health` | service | ``/healthz``, ``/readyz``, ``/metrics`` (no token) |
+| :mod:`.identity` | service | the identity tokens' JWKS, OIDC discovery (no token) |
 | :mod:`.schedules` | schedules | create, list, show, amend, delete a trigger |
 | :mod:`.commands` | schedules | pause, resume, run a trigger now |
 | :mod:`.groups` | groups | pause, resume, delete, set policies of the triggers a selector names |
@@ -30,6 +31,7 @@ from horae.api.routes import (
     groups,
     health,
     history,
+    identity,
     platform,
     privileged,
     schedules,
@@ -39,6 +41,7 @@ from horae.api.routes import (
 #: every router of the API, in the order they are matched and documented
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
+    identity.router,
     schedules.router,
     commands.router,
     groups.router,

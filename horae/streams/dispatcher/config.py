@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, replace
 
 from horae.contracts.grants import Grants, TenantGrant
 from horae.outbound import SenderConfig, SigningKeys
+from horae.outbound.oidc import OidcSigner
+from horae.outbound.oidc_files import OidcKeyFiles
 from horae.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,8 @@ class DispatcherConfig:
     name refs of its own tenant, current first); ``platform_key``: signs the pause commands the
     breaker writes (None: the breaker only emits ``schedule.failed``); ``command_ttl_s``: the
     planners' longest command lifetime (``HORAE_COMMAND_MAX_TTL_S``), which those commands stay
-    within."""
+    within; ``oidc``: mints the identity tokens of targets with ``target.oidc`` (None: no
+    issuer or keys configured, and such an attempt is not sent, ``no_oidc_key``)."""
 
     bootstrap: str
     prefix: str
@@ -70,6 +73,7 @@ class DispatcherConfig:
     max_open_per_partition: int = 20_000  # consumed, unfinished orders before a partition pauses
     event_loop: str = "uvloop"  # or "asyncio" (see horae.streams.dispatcher.worker.loop_factory)
     http_client: str = "lean"  # or "aiohttp" (see horae.streams.dispatcher.worker.make_sender)
+    oidc: OidcSigner | None = None
 
     def limits(self, tenant: str) -> TenantLimits:
         """``tenant``'s limits over every dispatcher process (its grant)."""
@@ -98,6 +102,10 @@ class DispatcherConfig:
             log.warning("callback_secret unset: callback tokens verify at this process only")
             callback = secrets.token_bytes(32)
         platform_key = settings.platform_key
+        oidc = None
+        if settings.oidc_issuer and settings.oidc_keys_dir is not None:
+            keys = OidcKeyFiles(settings.oidc_keys_dir)
+            oidc = OidcSigner(settings.oidc_issuer, keys, settings.oidc_skew_s)
         base = cls(
             bootstrap=bootstrap,
             prefix=settings.topic_prefix,
@@ -125,5 +133,6 @@ class DispatcherConfig:
             session_timeout_ms=mine.session_timeout_ms,
             event_loop=mine.event_loop,
             http_client=mine.http_client,
+            oidc=oidc,
         )
         return replace(base, **overrides)  # type: ignore[arg-type]

@@ -27,6 +27,7 @@ from horae.contracts.ingress import forbidden_header
 from horae.delivery.port import NotCalled
 from horae.delivery.table import deliverer
 from horae.outbound import attempt_headers, issue_token
+from horae.outbound.oidc import default_audience
 from horae.outbound.sendable import Unsendable
 from horae.ports import SYSTEM_CLOCK, Clock, HttpSender
 from horae.streams.dispatcher.conclude import Sent
@@ -36,6 +37,10 @@ from horae.streams.dispatcher.records import UNSENDABLE
 log = logging.getLogger(__name__)
 
 NO_SECRET = "no signing secret: none of the target's secret_refs is configured"
+NO_OIDC_KEY = (
+    "no OIDC signing key: the target asks for an identity token (target.oidc) and this "
+    "dispatcher has no issuer, or no key that signs now (HORAE_OIDC_ISSUER, HORAE_OIDC_KEYS_DIR)"
+)
 UNSIGNED = "unsendable: the target's kind is dispatched unsigned, and nothing unsigned is sent"
 
 
@@ -50,7 +55,9 @@ async def attempt_once(
     ``Idempotency-Key`` and ``webhook-id`` of every attempt, and a callback token scoped to this
     attempt travels along. The signing secrets are the fire's own tenant's (every dispatched kind
     is signed); tenant headers that ingress refuses
-    (:func:`~horae.contracts.ingress.forbidden_header`) are dropped here too."""
+    (:func:`~horae.contracts.ingress.forbidden_header`) are dropped here too. A target with
+    ``target.oidc`` also gets ``Authorization: Bearer <identity token>``, minted for this attempt
+    (:mod:`horae.outbound.oidc`), or the attempt is not sent (``no_oidc_key``)."""
     fire = order.fire
     now = clock.now()
     started_ms = int(now * 1000)
@@ -65,6 +72,19 @@ async def attempt_once(
         return Sent(None, started_ms, started_ms, call.cause, call.not_sent)
     if keys is None:  # a kind's row says it is unsigned, but nothing unsigned leaves
         return Sent(None, started_ms, started_ms, UNSIGNED, UNSENDABLE)
+    bearer: str | None = None
+    if order.target.oidc is not None and config.oidc is not None:
+        bearer = config.oidc.token(
+            tenant=fire.tenant,
+            trigger_id=fire.trigger_id,
+            fire_key=fire.fire_key,
+            attempt=order.attempt,
+            audience=order.target.oidc.audience or default_audience(call.url),
+            now=now,
+            timeout_s=min(call.timeout_s, config.sender.deadline_s),
+        )
+    if order.target.oidc is not None and bearer is None:
+        return Sent(None, started_ms, started_ms, NO_OIDC_KEY, ev.NotSent.NO_OIDC_KEY)
     token = issue_token(
         tenant=fire.tenant,
         trigger=fire.trigger_id,
@@ -86,6 +106,10 @@ async def attempt_once(
             content_type=call.content_type,
         )
     )
+    if bearer is not None:  # replaces any Authorization of the tenant's (ingress refuses one)
+        for name in [h for h in headers if h.lower() == "authorization"]:
+            del headers[name]
+        headers["Authorization"] = f"Bearer {bearer}"
     try:
         result = await sender.send(
             call.url, call.body, headers, method=call.method, timeout_s=call.timeout_s

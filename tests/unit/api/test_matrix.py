@@ -115,10 +115,11 @@ def test_roles(method: str, path: str, body: Any, role: str) -> None:
     assert 200 <= status < 300, status
 
 
-#: the app's own routes no token scopes (service, OpenAPI document and docs; FastAPI serves the
-#: docs' OAuth2 redirect page at its default path)
+#: the app's own routes no token scopes (service, the identity tokens' JWKS and discovery,
+#: OpenAPI document and docs; FastAPI serves the docs' OAuth2 redirect page at its default path)
 UNTOKENED = {"/healthz", "/readyz", "/metrics", "/v1/openapi.json", "/v1/docs",
-             "/docs/oauth2-redirect"}  # fmt: skip
+             "/docs/oauth2-redirect", "/.well-known/jwks.json",
+             "/.well-known/openid-configuration"}  # fmt: skip
 #: the console's routes: a session, not a bearer token (tests/unit/console/test_console.py)
 CONSOLE = "/console"
 
@@ -184,4 +185,9 @@ def test_a_route_without_a_row_is_found() -> None:
 
 @pytest.mark.parametrize("path", sorted(UNTOKENED))
 def test_the_untokened_routes_answer_without_a_token(path: str) -> None:
-    assert make_api().client.get(path).status_code == 200
+    got = make_api().client.get(path)
+    if path.startswith("/.well-known/"):  # this app mints no identity tokens: a 404 saying so
+        # (served with keys: tests/unit/api/test_identity.py)
+        assert got.status_code == 404 and "identity tokens" in got.json()["detail"]
+    else:
+        assert got.status_code == 200

@@ -75,7 +75,8 @@ def test_a_map_written_in_sized_blocks_is_skipped_and_read_alike() -> None:
     )
     head = b"\x00" + b"\x02" + _string("https://blocks.example/") + _string("POST")
     entries = _string("x") + _string("1") + _string("y") + _string("2")
-    tail = b"\x00" + b"\x00" + long_bytes(10_000) + _string("envelope")  # no topic, no refs
+    tail = b"\x00" + b"\x00" + long_bytes(10_000) + _string("envelope") + b"\x00"  # no topic,
+    # no refs, no oidc
     plain = head + long_bytes(2) + entries + b"\x00" + tail
     # A writer may emit a block as (-count, byte size, entries): the skip jumps over it whole.
     blocked = head + long_bytes(-2) + long_bytes(len(entries)) + entries + b"\x00" + tail

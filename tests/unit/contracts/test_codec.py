@@ -38,8 +38,8 @@ def test_minimal_definition_round_trips_with_defaults() -> None:
 
 def test_schema_ids_are_stable() -> None:
     ids = {type(e).__name__: struct.unpack(">I", encode(e)[1:5])[0] for e in all_samples()}
-    assert ids["TriggerDefinition"] == 34  # v7; v1 (1), v2 (11), v3 (15), v5 (23), v6 (32) too
-    assert ids["DispatchOrder"] == 33  # v6 (RetryPolicy's max_event_age_s, max_retry_duration_s)
+    assert ids["TriggerDefinition"] == 35  # v8; v1 (1), v2 (11), v3 (15), v5 (23), v6 (32), v7 (34)
+    assert ids["DispatchOrder"] == 36  # v8 (Target.oidc); v6 (33) too
     assert ids["AuditEntry"] == 31  # v5; v1 (10) data still decodes
     assert ids["Quarantined"] == 9  # no enum: no v5
     assert len(set(ids.values())) == len(ids)

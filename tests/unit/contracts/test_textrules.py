@@ -137,6 +137,9 @@ def text_fields(d: ev.TriggerDefinition) -> dict[str, Any]:
         "target.url": lambda v: replace(d, target=replace(d.target, url=v)),
         "target.topic": lambda v: replace(d, target=replace(d.target, topic=v)),
         "target.body": lambda v: replace(d, target=replace(d.target, body=v)),
+        "target.oidc.audience": lambda v: replace(
+            d, target=replace(d.target, oidc=ev.OidcToken(audience=v))
+        ),
         "target.method": lambda v: replace(d, target=replace(d.target, method=v)),
         "target.headers.x-team": lambda v: replace(
             d, target=replace(d.target, headers={"x-team": v})
@@ -162,7 +165,8 @@ def test_the_table_covers_every_text_field_of_a_definition() -> None:
     }
     found = set()
     for prefix, cls in (("", ev.TriggerDefinition), ("recurrence.", ev.Recurrence),
-                        ("target.", ev.Target), ("signature.", ev.Signature)):  # fmt: skip
+                        ("target.", ev.Target), ("target.oidc.", ev.OidcToken),
+                        ("signature.", ev.Signature)):  # fmt: skip
         for name, f in cls.__dataclass_fields__.items():
             kind = str(f.type)
             if "str" in kind and "Role" not in kind and "State" not in kind:
