@@ -379,6 +379,14 @@ class ApiClient:
         result: JSON = self._json("GET", f"/v1/fires/{_segment(fire_key)}")
         return result
 
+    def cancel_fire(self, trigger_id: str, fire_key: str) -> JSON:
+        """POST /v1/schedules/{id}/cancel?fire_key=: ``{command_id, fire_key}`` once the cancel
+        is sent (202), or ``{fire_key, state, detail}`` when the fire is already cancelled
+        (200)."""
+        path = self._schedule(trigger_id, "/cancel")
+        result: JSON = self._json("POST", path, params={"fire_key": fire_key})
+        return result
+
     def lateness(
         self, trigger_id: str | None = None, *, start: When | None = None, end: When | None = None
     ) -> JSON:

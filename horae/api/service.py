@@ -806,6 +806,63 @@ class Service:
         page = self._page(self.history.audit, tenant, start, end, limit, cursor, cursor=cursor)
         return {"items": json_text(page.items), "next_cursor": page.next_cursor}
 
+    # --- the routes' acts: a fire's cancel -------------------------------------------------
+    async def cancel_fire(
+        self, principal: Principal, trigger_id: str, fire_key: str
+    ) -> tuple[int, dict[str, Any]]:
+        """Cancel the fire ``fire_key`` of the tenant's trigger ``trigger_id`` that is waiting or
+        retrying: ``(202, {command_id, fire_key})`` once its platform-signed cancel command
+        (``cancel_fire_key``, kind ``pause``) is produced; ``(200, ...)`` when the read model
+        already shows it cancelled (nothing produced). 404 when it is no fire of that trigger of
+        the tenant (another tenant's included) or the trigger is gone; 409 naming why when
+        nothing is left to cancel: an outcome already recorded, a decision that dispatched
+        nothing, an event target."""
+        story = await run_in_threadpool(self.history.fire, principal.tenant, fire_key)
+        if story is None or story.fire.get("trigger_id") != trigger_id:
+            raise not_found(f"fire {fire_key!r} of trigger {trigger_id!r}")
+        fire, shown = story.fire, story.outcome or {}
+        outcome = fire.get("outcome")
+        if outcome == ev.OutcomeState.CANCELLED.value:
+            why = shown.get("error") or "cancelled"
+            return 200, {"fire_key": fire_key, "state": outcome, "detail": f"already {why}"}
+        if outcome is not None:
+            raise ApiError(
+                409, "Conflict", f"fire {fire_key!r} already ended {outcome}: nothing to cancel"
+            )
+        if fire.get("state") != ev.FireState.FIRED.value:
+            decision = fire.get("state") or "undecided"
+            raise ApiError(
+                409, "Conflict", f"fire {fire_key!r} is {decision}, not fired: nothing to cancel"
+            )
+        held = await run_in_threadpool(self.existing, principal.tenant, trigger_id)
+        if held.definition.target.kind is not ev.TargetKind.WEBHOOK:
+            raise ApiError(
+                409,
+                "Conflict",
+                f"fire {fire_key!r} is an event target's: delivered when it was decided, "
+                "nothing to cancel",
+            )
+        now = self.clock().astimezone(UTC)
+        command = checked(
+            ev.Command(
+                command_id=f"api-cancel-{uuid.uuid4().hex}",
+                tenant=principal.tenant,
+                trigger_id=trigger_id,
+                kind=ev.CommandKind.PAUSE,  # the kind a cancel travels as (docs/contracts.md)
+                requested_by=principal.actor,
+                role=ev.Role.AUTHOR,
+                requested_at=now,
+                expires_at=now + timedelta(seconds=self.settings.command_max_ttl_s),
+                cancel_fire_key=fire_key,
+            )
+        )
+        signed = signing.sign(command, self.settings.platform_key_id, self._platform_key())
+        try:
+            await self.sink.put_command(signed)
+        except Exception as exc:
+            raise ApiError(503, "Unavailable", f"the cancel was not acknowledged: {exc}") from None
+        return 202, {"command_id": signed.command_id, "fire_key": fire_key}
+
     # --- the routes' acts: privileged -----------------------------------------------------
     async def backfill(
         self, principal: Principal, trigger_id: str, held: StoredTrigger, asked: BackfillIn

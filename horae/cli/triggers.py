@@ -21,6 +21,7 @@ Usage::
     horae targets verify URL | check HOST      (prove the tenant controls a webhook host)
     horae history TRIGGER [--from T] [--to T] [--state S] [--limit N]
     horae fires [--from T] [--to T] [--state S[,S...]] [--label KEY:VALUE] [--limit N]
+    horae fires cancel FIRE_KEY                (its attempts not yet sent; flags after the key)
     horae lateness [TRIGGER] [--from T] [--to T]
     horae backfill TRIGGER --from T --to T [--reason TEXT] [--yes]
 
@@ -54,6 +55,8 @@ from typing import Any
 from horae.api.client import JSON, ApiError, ApiUnreachable
 from horae.cli import connect, groups
 from horae.delivery.table import describe
+from horae.domain.errors import ValidationError
+from horae.domain.keys import FireKey
 from horae.settings import Settings
 
 #: what a trigger is doing, as the API shows it (TriggerOut.state)
@@ -356,6 +359,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     fires.add_argument("--limit", type=int, default=None, help="at most this many (all pages)")
     connect.add_connection_flags(fires)
     fires.set_defaults(func=_fires)
+    on_fire = fires.add_subparsers(dest="fires_command", metavar="ACTION", required=False)
+    text = "cancel a fire that is waiting or retrying (an attempt in flight finishes; author)"
+    cancel = on_fire.add_parser("cancel", help=text, description=text)
+    cancel.add_argument("fire_key", metavar="FIRE_KEY", help="as horae fires or history shows it")
+    connect.add_connection_flags(cancel)
+    cancel.set_defaults(func=_cancel_fire)
 
     text = "lateness (p50/p99/max, missed) of a trigger or of the whole tenant over a window"
     lateness = subparsers.add_parser("lateness", help=text, description=text)
@@ -692,6 +701,26 @@ def _fires(settings: Settings, args: argparse.Namespace) -> int:
         _print_json(found)
     else:
         print(fires_table(found))
+    return 0
+
+
+def _cancel_fire(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        trigger_id = FireKey.parse(args.fire_key).trigger
+    except ValidationError as exc:
+        print(f"horae fires cancel: FIRE_KEY: {exc.message}", file=sys.stderr)
+        return 2
+    try:
+        with connect.open_client(settings, args) as api:
+            result = api.cancel_fire(trigger_id, args.fire_key)
+    except (ApiError, ApiUnreachable) as exc:
+        return connect.failed("horae fires cancel", exc)
+    if args.json:
+        _print_json(result)
+    elif "command_id" in result:
+        print(f"cancel {args.fire_key}: accepted (command {result.get('command_id')})")
+    else:
+        print(f"cancel {args.fire_key}: {result.get('detail') or 'already cancelled'}")
     return 0
 
 

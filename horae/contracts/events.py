@@ -142,7 +142,7 @@ class OutcomeState(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # permanent failure (e.g. 4xx other than 408/429)
     EXHAUSTED = "exhausted"  # attempt budget or deadline used up
-    CANCELLED = "cancelled"  # never sent: replaced (overlap) while the dispatcher held it
+    CANCELLED = "cancelled"  # replaced (overlap) while held, or cancelled by its tenant (v9)
 
 
 class ScheduleEventType(StrEnum):
@@ -341,6 +341,11 @@ class Command:
     reason: str | None = None
     signature: Signature | None = None
     expires_at: datetime | None = None  # required by the planner, at most now + its maximum TTL
+    #: since v9: set, the command cancels that one fire of the trigger (its remaining attempts;
+    #: one in flight finishes). ``kind`` is then ``pause``: a new value carried by a new field,
+    #: as docs/contracts.md ("Evolving a schema") says, and the kind an older planner takes it
+    #: for is the enum's safe default (audited, undone by a resume)
+    cancel_fire_key: str | None = None
 
 
 #: The ``trigger_id`` of a command to a whole tenant (pause: suspend, resume: lift; platform only).

@@ -46,6 +46,7 @@ class Act(StrEnum):
     TENANT_RESUME = "tenant.resume"
     HORIZON_ABOVE_DEFAULT = "horizon.above_default"
     QUOTAS_ABOVE_DEFAULT = "quotas.above_default"
+    FIRE_CANCEL = "fire.cancel"  # a command with cancel_fire_key (since Command v9)
 
 
 #: THE table: the role a key must grant for each act (docs/security.md and docs/contracts.md
@@ -63,6 +64,7 @@ REQUIRED: Mapping[Act, Role] = {
     Act.TENANT_RESUME: Role.PLATFORM,
     Act.HORIZON_ABOVE_DEFAULT: Role.POLICY,
     Act.QUOTAS_ABOVE_DEFAULT: Role.POLICY,
+    Act.FIRE_CANCEL: Role.AUTHOR,
 }
 
 COMMAND_ACTS: Mapping[ev.CommandKind, Act] = {
@@ -247,6 +249,8 @@ def command_act(command: ev.Command) -> Act:
     """The act of ``command`` (a tenant-wide one that no table names needs ``platform``)."""
     if command.trigger_id == ev.TENANT_WIDE:
         return TENANT_ACTS.get(command.kind, Act.TENANT_SUSPEND)
+    if command.cancel_fire_key is not None:  # a fire's cancel, whatever kind it travels as
+        return Act.FIRE_CANCEL
     return COMMAND_ACTS[command.kind]
 
 

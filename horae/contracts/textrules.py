@@ -95,6 +95,7 @@ COMMAND_RULES: Mapping[str, Rule] = {
     "trigger_id": Rule(63, LINE, 1),
     "requested_by": Rule(512),
     "reason": Rule(1024, FREE),
+    "cancel_fire_key": Rule(512, LINE, 1),
     "signature.key_id": Rule(256),
     "signature.value": Rule(256),
     "signature.alg": Rule(64),
@@ -207,6 +208,7 @@ def check_command(c: ev.Command) -> None:
         ("trigger_id", c.trigger_id),
         ("requested_by", c.requested_by),
         ("reason", c.reason),
+        ("cancel_fire_key", c.cancel_fire_key),
     ):
         _check(field, value, rules[field])
     _check_signature(c.signature, rules)

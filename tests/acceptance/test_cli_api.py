@@ -183,6 +183,10 @@ def test_the_tenant_cli_against_a_running_api(running: Running, tmp_path: Path) 
     manual = next(line.split() for line in fires if fire_key in line)
     assert manual[2] == "fired" and manual[3] == "manual"
 
+    # an event target's fire was delivered when decided: nothing to cancel, the API says why
+    code, _, err = running.horae("fires", "cancel", fire_key)
+    assert code == 1 and "(409)" in err and "event target" in err, err
+
     # a changed file: diff shows the field and exits 2; --prune plans deleting what it lacks
     (folder / "triggers.yaml").write_text(DOCUMENTS.replace("misfire: skip", "misfire: fire_all"))
     code, out, _ = running.horae("diff", "-f", str(folder))

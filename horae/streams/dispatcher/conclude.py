@@ -128,28 +128,41 @@ def cancelled(
     partition: int,
     now_ms: int,
 ) -> Conclusion:
-    """A held first attempt the dispatcher drops, never sent (a cancel marker said ``cause``):
-    no attempt record, the outcome ``cancelled`` with ``attempts`` 0 (pure)."""
+    """A held attempt the dispatcher drops, never sent (a cancel marker said ``cause``): no
+    attempt record, the outcome ``cancelled`` with ``attempts`` the attempts made before (0 for
+    a first attempt) and ``error`` the cause (pure)."""
     fire = order.fire
+    first = carried.first_attempt_ms
     outcome = ev.WorkOutcome(
         fire_key=fire.fire_key,
         key_hash=fire.key_hash,
         tenant=fire.tenant,
         trigger_id=fire.trigger_id,
         state=ev.OutcomeState.CANCELLED,
-        attempts=0,
+        attempts=order.attempt - 1,
         decided_at=utc_datetime_of_ms(now_ms),
+        first_attempt_at=None if first is None else utc_datetime_of_ms(first),
         error=cause,
+        source=ev.OutcomeSource.DISPATCHER,
+        tzdata_version=fire.tzdata_version,
     )
     emits = [router.emit(outcome, partition, headers=carried.to_headers())]
     return Conclusion(Verdict.CANCELLED, emits, cause)
 
 
 def conclude(
-    order: ev.DispatchOrder, carried: OrderHeaders, sent: Sent, router: Router, partition: int
+    order: ev.DispatchOrder,
+    carried: OrderHeaders,
+    sent: Sent,
+    router: Router,
+    partition: int,
+    cancel: str | None = None,
 ) -> Conclusion:
     """The verdict on attempt ``order.attempt`` and every record it produces, on the fire's
-    ``partition`` (pure)."""
+    ``partition`` (pure). ``cancel``: the cause of a tenant's cancel of the fire that arrived
+    while the attempt ran: its result is kept (its attempt record, and a final verdict as
+    ever), but where it would retry, the fire is concluded ``cancelled`` instead (the attempt
+    record, then the outcome with ``attempts`` counting it; no event, no dead letter)."""
     fire = order.fire
     result = sent.result
     first_ms = carried.first_attempt_ms or sent.started_ms
@@ -184,6 +197,9 @@ def conclude(
             cause = f"{cause}; {result.send_result.value}: {result.detail}"
         else:
             cause = f"{cause}; {result.send_result.value} {status or ''}".rstrip()
+    stopped = verdict is Verdict.RETRY and cancel is not None  # no retry after a cancel
+    if stopped:
+        next_ms = None
     headers = carried.to_headers()
     attempt = attempt_record(
         order,
@@ -195,6 +211,19 @@ def conclude(
         not_sent=sent.not_sent,
     )
     emits = [router.emit(attempt, partition, headers=headers)]
+    if stopped:
+        error = f"{cancel}; attempt {order.attempt}: {cause}"
+        ended = outcome_record(
+            order,
+            Verdict.CANCELLED,
+            first_attempt_ms=first_ms,
+            last_attempt_ms=sent.started_ms,
+            now_ms=sent.ended_ms,
+            http_status=status,
+            error=error,
+        )
+        emits.append(router.emit(ended, partition, headers=headers))
+        return Conclusion(Verdict.CANCELLED, emits, error, status)
     if verdict is Verdict.RETRY:
         assert next_ms is not None
         follow = OrderHeaders(first_ms, carried.budget_base, carried.redrive_of)

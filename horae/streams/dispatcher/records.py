@@ -62,7 +62,7 @@ class Verdict(StrEnum):
     FAILED = "failed"
     EXHAUSTED = "exhausted"
     UNKNOWN = "unknown"
-    CANCELLED = "cancelled"  # never sent: the planner replaced the fire
+    CANCELLED = "cancelled"  # the planner replaced the fire, or its tenant cancelled it
     EXPIRED = "expired"  # not sent: older than policies.retry.max_event_age_s when it would go
 
 

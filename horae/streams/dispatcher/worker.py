@@ -15,9 +15,13 @@
    ``expired`` (:func:`~.conclude.expired`), committed the same way;
 3. an order whose partition was rewound or revoked meanwhile is dropped unsent (it is consumed
    again); a concluded attempt of such an order is discarded by the pump;
-4. a cancel marker (the planner replaced a fire, overlap ``replace``): the fire's first attempt,
-   if still held (waiting for ``not_before`` or for a slot), is dropped unsent and concluded
-   ``cancelled`` (:func:`~.conclude.cancelled`); a fire already sent, or retrying, runs to its end;
+4. a cancel marker (:mod:`horae.domain.cancel`): for overlap ``replace``, the fire's first
+   attempt, if still held (waiting for ``not_before`` or for a slot), is dropped unsent and
+   concluded ``cancelled`` (:func:`~.conclude.cancelled`), and a fire already sent, or retrying,
+   runs to its end; for a tenant's cancel, every attempt of the fire held is dropped the same
+   way, and the fire key is remembered (:class:`~.cancels.Cancels`): an order of it read later is
+   concluded ``cancelled`` unsent, and an attempt in flight finishes, its result kept, but is
+   concluded ``cancelled`` where it would have retried;
 5. an attempt that crashes inside the dispatcher (an exception out of the send path that is no
    delivery failure: a bug, an odd order) is tried again ``RETRY_INTERNAL_S`` later, the same
    order; after ``INTERNAL_TRIES`` crashes of one fire key its fire fails as an unsendable
@@ -43,12 +47,14 @@ from typing import Protocol
 from horae.contracts import events as ev
 from horae.contracts.routing import Router
 from horae.contracts.topics import Topic, topic_name
+from horae.domain.cancel import stops_retries
 from horae.outbound import AddressPolicy, HttpSender, ReplayGuard, SenderConfig
 from horae.outbound.lean_http import LeanHttpSender
 from horae.ports import SYSTEM_CLOCK, Clock, Resolver
 from horae.ports import HttpSender as HttpSenderPort
 from horae.streams.dispatcher.admission import Admission, lane_class
 from horae.streams.dispatcher.callback import CallbackHandler, OutcomeWriter, start_callback_server
+from horae.streams.dispatcher.cancels import Cancels
 from horae.streams.dispatcher.conclude import (
     H_DLQ_CAUSE,
     Conclusion,
@@ -135,6 +141,7 @@ class Dispatcher:
         self._sending = False  # True while the loop starts sends (False again on stop)
         self._gauges_at = 0.0  # monotonic time of the next gauge refresh
         self._crashes: dict[str, int] = {}  # fire key -> attempts that crashed in a row
+        self.cancels = Cancels()  # the fires a tenant cancelled (read on this loop only)
         self.router = Router(config.prefix)
         self.pump = Pump(
             config,
@@ -234,6 +241,9 @@ class Dispatcher:
             if order.cancel is not None:
                 self._cancel(item, order.cancel, now)
                 continue
+            if self.cancels and (cause := self.cancels.cause(order.fire.fire_key, now)):
+                self._conclude_cancelled(item, cause, now)  # read after its fire's marker
+                continue
             self.admission.add(
                 item, order.fire.tenant, lane_class(order), order.not_before.timestamp(), now
             )
@@ -242,21 +252,32 @@ class Dispatcher:
         self._wake.set()  # the loop's timer, for orders not ready yet
 
     def _cancel(self, marker: Item, cause: str, now: float) -> None:
-        """Drop the held first attempt of the marker's fire, if any, and conclude it."""
+        """Drop what the marker cancels of its fire, if held, and conclude it: a replaced fire's
+        first attempt; for a tenant's cancel every attempt held, and the fire key remembered
+        (:class:`~.cancels.Cancels`) so that no later attempt is sent."""
         if not self.pump.is_current(marker):
             return
         key = marker.order.fire.fire_key
+        every = stops_retries(cause)
+        if every:
+            self.cancels.add(key, cause, now)
 
         def cancels(item: Item) -> bool:
             order = item.order
-            return order.fire.fire_key == key and order.attempt == 1 and order.lane is not _RETRY
+            if order.fire.fire_key != key:
+                return False
+            return every or (order.attempt == 1 and order.lane is not _RETRY)
 
         for item in self.admission.take(cancels, marker.order.fire.tenant):
-            conclusion = cancelled(
-                item.order, item.carried, cause, self.router, item.partition, int(now * 1000)
-            )
-            self.pump.finish(Finished(item, conclusion))
-            log.info("cancelled %s before sending it: %s", key, cause)
+            self._conclude_cancelled(item, cause, now)
+
+    def _conclude_cancelled(self, item: Item, cause: str, now: float) -> None:
+        """Conclude ``item`` ``cancelled``, never sent (:func:`~.conclude.cancelled`)."""
+        conclusion = cancelled(
+            item.order, item.carried, cause, self.router, item.partition, int(now * 1000)
+        )
+        self.pump.finish(Finished(item, conclusion))
+        log.info("cancelled %s before sending it: %s", item.order.fire.fire_key, cause)
 
     def _purge(self) -> None:
         dropped = self.admission.purge(self.pump.is_current)
@@ -283,6 +304,10 @@ class Dispatcher:
         started_ms = int(self.clock.now() * 1000)
         try:
             order = item.order
+            key = order.fire.fire_key
+            if self.cancels and (cause := self.cancels.cause(key, started_ms / 1000)):
+                self._conclude_cancelled(item, cause, started_ms / 1000)  # since it was popped
+                return
             stale = expired(order, item.carried, self.router, item.partition, started_ms)
             if stale is not None:  # older than its max event age: concluded, never sent
                 log.info("not sending %s: %s", order.fire.fire_key, stale.cause)
@@ -292,7 +317,8 @@ class Dispatcher:
             sending = False
             self._sent(tenant)
             await asyncio.sleep(0)  # the sends it started go out before this one is concluded
-            conclusion = conclude(order, item.carried, sent, self.router, item.partition)
+            cancel = self.cancels.cause(key, self.clock.now()) if self.cancels else None
+            conclusion = conclude(order, item.carried, sent, self.router, item.partition, cancel)
             result = sent.result
             self.metrics.attempt(
                 result.send_result.value if result else "not_sent",

@@ -38,6 +38,9 @@ from horae.contracts.grants import Grants
 from horae.contracts.ids import event_id
 from horae.contracts.ingress import TenantKeys
 from horae.contracts.routing import Router
+from horae.domain.cancel import cancel_cause
+from horae.domain.errors import ValidationError
+from horae.domain.keys import FireKey, short_hash_of
 from horae.domain.schedule import Schedule
 from horae.ports import Emit
 from horae.streams.planner.records import (
@@ -283,3 +286,94 @@ class CommandHandler:
                 f"{command.backfill_from.isoformat()}/{command.backfill_to.isoformat()}"
             )
         return self.audit(partition, command, now, "backfill.request", cause, detail=detail)
+
+
+#: the lanes a cancel marker goes on: every lane a fire's order can be held on (its first
+#: attempt's, whichever it was, and the retry lane, where retries and redrives go)
+CANCEL_LANES = tuple(ev.Lane)
+
+
+def cancel_refusal(
+    command: ev.Command, d: ev.TriggerDefinition, last_decided: int | None
+) -> tuple[str, str] | None:
+    """``(cause, detail)`` when the cancel ``command`` (``cancel_fire_key`` set) must be refused
+    for trigger ``d`` (quarantined and audited, cause ``invalid``), else None: the key must be a
+    fire key of this very trigger (so no key of another tenant's or trigger's fire is ever
+    cancelled), of a webhook target (an event target's fire is delivered when it is decided),
+    of an instant already decided, and the command must travel as kind ``pause``."""
+    text = command.cancel_fire_key
+    assert text is not None
+    if command.kind is not ev.CommandKind.PAUSE:
+        why = f"a cancel travels as kind 'pause', not {command.kind.value!r}"
+        return "invalid", f"cancel_fire_key: {why}"
+    try:
+        key = FireKey.parse(text)
+    except ValidationError as exc:
+        return "invalid", f"cancel_fire_key: {exc.message}"
+    if key.canonical() != text:
+        return "invalid", f"cancel_fire_key: {text!r} is not canonical ({key.canonical()!r})"
+    if (key.tenant, key.trigger) != (command.tenant, command.trigger_id):
+        return "invalid", (
+            f"cancel_fire_key: {text!r} is not a fire of trigger "
+            f"{ev.trigger_key(command.tenant, command.trigger_id)}"
+        )
+    if d.target.kind is not ev.TargetKind.WEBHOOK:
+        return "invalid", (
+            "cancel_fire_key: an event target's fire is delivered when it is decided; "
+            "nothing is left to cancel"
+        )
+    undecided = last_decided is None or key.scheduled > last_decided
+    if key.origin is ev.Origin.SCHEDULED and undecided:
+        return "invalid", f"cancel_fire_key: {text!r} is not decided yet"
+    return None
+
+
+def cancel_outputs(
+    router: Router,
+    partition: int,
+    d: ev.TriggerDefinition,
+    command: ev.Command,
+    now: float,
+    tzdata: str | None,
+) -> list[Emit]:
+    """A cancel marker for the fire ``command.cancel_fire_key`` names (already checked by
+    :func:`cancel_refusal`) on each lane of :data:`CANCEL_LANES`, partition ``partition`` —
+    after any order of the fire there — with the cause naming the actor
+    (:func:`~horae.domain.cancel.cancel_cause`). The dispatcher that owns the partition drops
+    every attempt of the fire it holds and starts no retry after one in flight."""
+    assert command.cancel_fire_key is not None
+    key = FireKey.parse(command.cancel_fire_key)
+    at = utc_datetime(now)
+    scheduled = utc_datetime(key.scheduled)
+    cause = cancel_cause(command.requested_by, command.reason)
+    out: list[Emit] = []
+    for lane in CANCEL_LANES:
+        record = ev.FireRecord(
+            fire_key=command.cancel_fire_key,
+            key_hash=short_hash_of(command.cancel_fire_key),
+            tenant=d.tenant,
+            trigger_id=d.trigger_id,
+            origin=key.origin,
+            scheduled_at=scheduled,
+            sequence=key.sequence,
+            jitter_ms=0,
+            due_at=scheduled,
+            decided_at=at,
+            state=ev.FireState.FIRED,
+            trigger_version=d.version,
+            tzdata_version=tzdata or "",
+            target_kind=d.target.kind,
+            lane=lane,
+            command_id=command.command_id,
+        )
+        marker = ev.DispatchOrder(
+            fire=record,
+            target=d.target,
+            lane=lane,
+            attempt=1,
+            not_before=at,
+            retry=d.policies.retry,
+            cancel=cause,
+        )
+        out.append(router.emit(marker, partition))
+    return out

@@ -52,7 +52,7 @@ from dataclasses import replace
 
 from horae.contracts import events as ev
 from horae.contracts.codec import DecodeError
-from horae.contracts.grants import REQUIRED, Grants, audit_entry, command_act
+from horae.contracts.grants import REQUIRED, Act, Grants, audit_entry, command_act
 from horae.contracts.ids import event_id
 from horae.contracts.ingress import (
     Source,
@@ -79,6 +79,8 @@ from horae.streams.planner.commands import (
     DEFAULT_MAX_TTL_S,
     SUSPENDED,
     CommandHandler,
+    cancel_outputs,
+    cancel_refusal,
     remembered,
 )
 from horae.streams.planner.index import INDEX, DueIndex, Flight, TenantEntry, TriggerEntry
@@ -242,6 +244,9 @@ class Decider:
             return self._refuse(index.partition, msg, command, now, (act, *refused))
         if refused is not None:
             return [self.router.emit(quarantine(msg, *refused, utc_datetime(now)), index.partition)]
+        if command.trigger_id == ev.TENANT_WIDE and command.cancel_fire_key is not None:
+            why = "invalid", "cancel_fire_key: a cancel names one trigger's fire, not a tenant"
+            return self._refuse(index.partition, msg, command, now, (Act.FIRE_CANCEL.value, *why))
         if command.trigger_id == ev.TENANT_WIDE:
             return self._tenant_command(index, msg, command, now)
         entry = index.get(key)
@@ -256,14 +261,19 @@ class Decider:
         refused = self.commands.once_refusal(command, entry.applied, now)
         if refused is None:  # a manual run's requested time within its window
             refused = self.commands.manual_refusal(command, now)
+        cancel = command.cancel_fire_key is not None
+        if refused is None and cancel:
+            refused = cancel_refusal(command, entry.definition, entry.last_decided)
         tenant = index.tenants.get(command.tenant)
         if refused is None and tenant is not None and tenant.suspended_since is not None:
             refused = "suspended", f"tenant {command.tenant!r} is suspended"
         if refused is not None:
-            action = f"{command.kind.value}.request"
+            action = Act.FIRE_CANCEL.value if cancel else f"{command.kind.value}.request"
             return self._refuse(index.partition, msg, command, now, (action, *refused))
         applied = self.commands.applied_entry(command, entry.applied)
         entry.applied = (*entry.applied, applied)
+        if cancel:
+            return self._cancel(index, key, entry, command, now)
         if command.kind in (ev.CommandKind.PAUSE, ev.CommandKind.RESUME):
             state = (
                 ev.DefinitionState.PAUSED
@@ -278,6 +288,22 @@ class Decider:
         )
         out.append(self.state_output(index.partition, entry, now, index.flights.get(key)))
         return out
+
+    def _cancel(
+        self, index: DueIndex, key: str, entry: TriggerEntry, command: ev.Command, now: float
+    ) -> list[Emit]:
+        """A tenant's cancel of one fire of the trigger (checked): audited ``fire.cancel`` with
+        the fire key and the actor, its cancel markers on every lane of the partition
+        (:func:`~.commands.cancel_outputs`), and the state that remembers the command."""
+        detail = {"fire_key": command.cancel_fire_key or ""}
+        tzdata = entry.schedule.tzdata
+        return [
+            self.commands.audit(
+                index.partition, command, now, Act.FIRE_CANCEL.value, None, detail=detail
+            ),
+            *cancel_outputs(self.router, index.partition, entry.definition, command, now, tzdata),
+            self.state_output(index.partition, entry, now, index.flights.get(key)),
+        ]
 
     def _refuse(
         self, partition: int, msg: InputRecord, command: ev.Command, now: float, refused: Refusal

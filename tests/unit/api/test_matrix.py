@@ -31,6 +31,7 @@ SCOPED: list[tuple[str, str, Any, str]] = [
     ("POST", "/v1/schedules/nightly/backfill", WINDOW, "policy"),
     ("POST", "/v1/schedules/nightly/horizon", {"horizon_s": 90_000}, "policy"),
     ("GET", "/v1/fires/acme-fire", None, "read"),
+    ("POST", "/v1/schedules/nightly/cancel?fire_key=acme-fire", None, "author"),
     ("GET", "/v1/dead-letters/1-10", None, "read"),
     ("POST", "/v1/redrives", {"ids": ["1-10"], "dry_run": True}, "author"),
     ("POST", "/v1/targets/verifications/hooks.acme.example/check", None, "author"),

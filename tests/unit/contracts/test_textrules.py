@@ -274,6 +274,8 @@ def command(**change: Any) -> ev.Command:
         ({"requested_by": "a\n2026-01-01 00:00:00,000 ERROR FORGED"}, "requested_by"),
         ({"command_id": "c\x00"}, "command_id"),
         ({"trigger_id": "n\x7f"}, "trigger_id"),
+        ({"cancel_fire_key": "v1/acme/nightly\n"}, "cancel_fire_key"),
+        ({"cancel_fire_key": ""}, "cancel_fire_key"),
     ],
 )
 def test_a_command_keeps_the_rules(change: dict[str, Any], field: str) -> None:
