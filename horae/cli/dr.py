@@ -14,6 +14,7 @@ from confluent_kafka import KafkaException
 
 from horae.cli.common import add_flags
 from horae.devstack import StackError
+from horae.dr.metrics import exposition
 from horae.dr.mirror import MirrorMaker, flow
 from horae.dr.promote import promote, status
 from horae.dr.regions import REGIONS, Region, dr_home, other, provision, read_state, region
@@ -30,6 +31,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ("down", _down, "stop MirrorMaker 2 and both regions", []),
         ("status", _status, "which region writes, whether each answers, the replication lag "
          "per topic, the last decision the standby holds", []),
+        ("metrics", _metrics, "the status as Prometheus metrics (text format, on stdout): the "
+         "lag per topic, how late the standby would be if promoted now", []),
         ("promote", _promote, "fence (or declare lost) the writing region, stop MirrorMaker 2, "
          "audit, and make --to the writing region", ["to", "declare_lost", "lag_timeout_s"]),
     )  # fmt: skip
@@ -110,6 +113,20 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     print("\n".join(st.lines(time.time())))
     return 0 if all(st.regions.values()) else 1
+
+
+def _metrics(settings: Settings, args: argparse.Namespace) -> int:
+    """Exit 0 whenever the metrics were printed: a region that does not answer is a figure
+    (``horae_dr_region_up`` 0), not a failure of the export."""
+    regions = _regions(settings)
+    active = read_state(dr_home(settings)).active
+    try:
+        st = status(_flow(settings, regions, active), dr_home(settings))
+    except (StackError, KafkaException) as exc:
+        print(f"horae dr metrics: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(exposition(st.figures(), time.time()).decode())
+    return 0
 
 
 def _promote(settings: Settings, args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ from horae.contracts.codec import decode, encode
 from horae.contracts.ids import event_id
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
 from horae.dr import DrError
+from horae.dr.metrics import Due, Figures, oldest_due
 from horae.dr.mirror import MirrorMaker
 from horae.dr.regions import DrState, Region, on, provision, read_state, write_state
 from horae.kafka.acls import role_bindings
@@ -257,6 +258,16 @@ def last_decision(r: Region) -> ev.FireRecord | None:
     return latest
 
 
+def standby_due(r: Region) -> Due | None:
+    """The oldest instant next to be decided in region ``r``'s ``planner-state`` (all of it,
+    latest record per trigger): what ``r``'s planners would decide first if started now."""
+    topic = topic_name(Topic.PLANNER_STATE, r.settings.topic_prefix)
+    return oldest_due(
+        (key, None if value is None else decode(value, ev.PlannerState))
+        for key, value in read_topic(r, topic)
+    )
+
+
 @dataclass(frozen=True)
 class Status:
     active: str
@@ -265,6 +276,14 @@ class Status:
     lag: dict[str, int] | None  # None: the writer does not answer
     last_replicated: ev.FireRecord | None
     promotions: int
+    due: Due | None = None  # the oldest instant next to be decided in the standby's state
+
+    def figures(self) -> Figures:
+        last = self.last_replicated
+        return Figures(
+            self.active, self.regions, self.mirror_running, self.lag,
+            None if last is None else last.decided_at, self.due, self.promotions,
+        )  # fmt: skip
 
     def lines(self, now: float) -> list[str]:
         out = [f"writes: region {self.active}"]
@@ -281,11 +300,22 @@ class Status:
         if f is None:
             out.append("last decision in the standby: none")
         else:
-            behind = now - f.decided_at.timestamp()
+            ago = now - f.decided_at.timestamp()
             out.append(
                 f"last decision in the standby: {f.tenant}/{f.trigger_id} at "
                 f"{f.scheduled_at.isoformat()} ({f.state.value}), decided "
-                f"{f.decided_at.isoformat()}: the standby would be late by {behind:.1f} s"
+                f"{f.decided_at.isoformat()} ({ago:.1f} s ago)"
+            )
+        d = self.due
+        standby = next(name for name in self.regions if name != self.active)
+        if not self.regions[standby]:
+            out.append("the standby would be late by: unknown (the standby does not answer)")
+        elif d is None:
+            out.append("the standby would be late by: 0 s (no instant due in its state)")
+        else:
+            out.append(
+                f"the standby would be late by: {d.late_by(now):.1f} s (its oldest instant "
+                f"to decide: {d.tenant}/{d.trigger_id} at {d.instant.isoformat()})"
             )
         out.append(f"promotions so far: {self.promotions}")
         return out
@@ -300,6 +330,7 @@ def status(flow: MirrorMaker, home: Path) -> Status:
     if up[flow.source.name] and up[flow.target.name]:
         lag = flow.lag()
     last = last_decision(flow.target) if up[flow.target.name] else None
+    due = standby_due(flow.target) if up[flow.target.name] else None
     return Status(
-        state.active, up, flow.running_pid() is not None, lag, last, len(state.promotions)
+        state.active, up, flow.running_pid() is not None, lag, last, len(state.promotions), due
     )

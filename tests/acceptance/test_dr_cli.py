@@ -35,3 +35,16 @@ def test_status_and_promote_of_regions_not_started(tmp_path: Path) -> None:
     assert already.returncode == 1 and "region a writes already" in already.stderr
     assert not (state / "dr" / "state.json").exists()
     assert json.loads((state / "dr" / "a" / "ports.json").read_text())["kafka"] > 0
+
+
+def test_metrics_of_regions_not_started(tmp_path: Path) -> None:
+    """`horae dr metrics` exports a region that does not answer as a figure (exit 0): the
+    regions down, the lag not measurable (and absent), the standby's lateness unknown."""
+    m = _horae(tmp_path / "state", "dr", "metrics")
+    assert m.returncode == 0, m.stderr
+    assert 'horae_dr_region_up{region="a",role="writer"} 0.0' in m.stdout
+    assert 'horae_dr_region_up{region="b",role="standby"} 0.0' in m.stdout
+    assert "horae_dr_replication_lag_known 0.0" in m.stdout
+    assert "horae_dr_replication_lag_records{" not in m.stdout
+    assert "horae_dr_standby_would_be_late_by_seconds " not in m.stdout
+    assert 'horae_dr_writer{region="a"} 1.0' in m.stdout
