@@ -8,9 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from horae.cli.main import main
+from horae.cli.common import settings_from_args
+from horae.cli.main import build_parser
 from horae.outbound.oidc_files import OidcKeyFiles
-from horae.settings import get_settings
+from horae.settings import Settings, get_settings
+
+
+def main(argv: list[str]) -> int:
+    """The command as ``horae`` runs it, without the process set-up (the process-wide Kafka
+    connection ``horae.cli.main.main`` installs would outlive this test)."""
+    args = build_parser().parse_args(argv)
+    code: int = args.func(settings_from_args(args, Settings()), args)
+    return code
 
 
 @pytest.fixture(autouse=True)
