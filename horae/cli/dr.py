@@ -14,6 +14,7 @@ from confluent_kafka import KafkaException
 
 from horae.cli.common import add_flags
 from horae.devstack import StackError
+from horae.dr.failback import reset_standby
 from horae.dr.metrics import exposition
 from horae.dr.mirror import MirrorMaker, flow
 from horae.dr.promote import promote, status
@@ -35,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
          "lag per topic, how late the standby would be if promoted now", []),
         ("promote", _promote, "fence (or declare lost) the writing region, stop MirrorMaker 2, "
          "audit, and make --to the writing region", ["to", "declare_lost", "lag_timeout_s"]),
+        ("reset-standby", _reset, "fail-back, first step: wipe the standby (the former writer: "
+         "its topics and consumer groups) and provision it again, so that `horae dr up` mirrors "
+         "the writer into it", []),
     )  # fmt: skip
     for name, func, text, flags in actions:
         action = sub.add_parser(name, help=text, description=text)
@@ -73,11 +77,12 @@ def _up(settings: Settings, args: argparse.Namespace) -> int:
             print(f"  export {exports}")
             print(f"  kafka users {', '.join(roles)}; admin {r.admin.username} "
                   f"(password in {r.kafka.password_file})")  # fmt: skip
-        if read_state(dr_home(settings)).promotions:
+        state = read_state(dr_home(settings))
+        if state.promotions and state.fresh != other(active):
             print(
                 f"horae dr up: the regions are up, but MirrorMaker 2 is not started: region "
                 f"{other(active)} wrote before a promotion and holds decisions region {active} "
-                f"never saw; mirroring into it (fail-back) is not built (docs/dr.md)",
+                f"never saw; wipe it first (`horae dr reset-standby`, docs/dr.md, fail-back)",
                 file=sys.stderr,
             )
             return 1
@@ -126,6 +131,22 @@ def _metrics(settings: Settings, args: argparse.Namespace) -> int:
         print(f"horae dr metrics: {exc}", file=sys.stderr)
         return 1
     sys.stdout.write(exposition(st.figures(), time.time()).decode())
+    return 0
+
+
+def _reset(settings: Settings, args: argparse.Namespace) -> int:
+    regions = _regions(settings)
+    active = read_state(dr_home(settings)).active
+    try:
+        wiped = reset_standby(regions[other(active)], regions[active], dr_home(settings))
+    except (StackError, KafkaException) as exc:
+        print(f"horae dr reset-standby: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"region {other(active)} wiped ({wiped['topics']} topics, {wiped['groups']} consumer "
+        f"groups) and provisioned again as the standby of region {active}; `horae dr up` "
+        f"mirrors {active} -> {other(active)}, then `horae dr promote --to {other(active)}`"
+    )
     return 0
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AclBindingFilter, AdminClient  # type: ignore[attr-defined]
 
 from horae.contracts import events as ev
@@ -219,9 +219,7 @@ def read_topic(
             return out
         parts = []
         for p in meta.partitions:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, p), timeout=10, cached=False
-            )
+            low, high = _watermarks(consumer, TopicPartition(topic, p))
             start = low if tail is None else max(low, high - tail)
             if high > start:
                 parts.append(TopicPartition(topic, p, start))
@@ -243,6 +241,21 @@ def read_topic(
     finally:
         consumer.close()
     return out
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
+    """The partition's offsets, asked again while its leader is not settled (a topic just
+    created, as after :func:`~horae.dr.failback.reset_standby`): at most 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            code = exc.args[0].code() if exc.args else None
+            if code != KafkaError.NOT_LEADER_FOR_PARTITION or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
 
 
 def last_decision(r: Region) -> ev.FireRecord | None:

@@ -175,6 +175,8 @@ class DrState:
 
     active: str = REGIONS[0]
     promotions: tuple[dict[str, Any], ...] = ()
+    #: the standby wiped since the last promotion (``reset_standby``): MM2 may mirror into it
+    fresh: str | None = None
 
 
 def read_state(home: Path) -> DrState:
@@ -182,13 +184,18 @@ def read_state(home: Path) -> DrState:
     if not path.exists():
         return DrState()
     data = json.loads(path.read_text())
-    return DrState(str(data["active"]), tuple(data.get("promotions", ())))
+    fresh = data.get("fresh")
+    return DrState(
+        str(data["active"]),
+        tuple(data.get("promotions", ())),
+        None if fresh is None else str(fresh),
+    )
 
 
 def write_state(home: Path, state: DrState) -> None:
     home.mkdir(parents=True, exist_ok=True)
     path = home / "state.json"
     tmp = path.with_suffix(".tmp")
-    body = {"active": state.active, "promotions": list(state.promotions)}
+    body = {"active": state.active, "promotions": list(state.promotions), "fresh": state.fresh}
     tmp.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
