@@ -48,3 +48,14 @@ def test_metrics_of_regions_not_started(tmp_path: Path) -> None:
     assert "horae_dr_replication_lag_records{" not in m.stdout
     assert "horae_dr_standby_would_be_late_by_seconds " not in m.stdout
     assert 'horae_dr_writer{region="a"} 1.0' in m.stdout
+
+
+def test_reset_standby_of_regions_not_started(tmp_path: Path) -> None:
+    """`horae dr reset-standby` (fail-back's wipe) refuses, with the cause, when the standby does
+    not answer; nothing is recorded."""
+    state = tmp_path / "state"
+    r = _horae(state, "dr", "reset-standby")
+    assert r.returncode == 1
+    assert "region b does not answer; start it (`horae dr up`) first" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (state / "dr" / "state.json").exists()
