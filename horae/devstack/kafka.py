@@ -57,6 +57,45 @@ from horae.kafka.connection import KafkaConnection
 
 ADMIN_USER = "admin"
 FILES: Traversable = files("horae.devstack") / "kafka_files"
+
+
+def fetch_closure(
+    pom: Traversable,
+    cache: Path,
+    lib: Path,
+    version: str,
+    *,
+    witness: str,
+    what: str,
+    instead: str = "",
+) -> None:
+    """Copy the dependency closure ``pom`` names at Kafka ``version`` from Maven Central into
+    ``lib``, once (a ``.complete`` marker); raise :class:`StackError` saying what to do when
+    Maven is missing or a jar matching ``witness`` did not arrive."""
+    marker = lib / ".complete"
+    if marker.exists():
+        return
+    if shutil.which("mvn") is None:
+        raise StackError(
+            f"Maven (`mvn`) is not installed; it fetches {what} from Maven Central. "
+            f"Install it (`apt-get install -y maven`){instead}."
+        )
+    lib.mkdir(parents=True, exist_ok=True)
+    local = cache / "pom.xml"
+    local.write_text(pom.read_text())
+    proc = subprocess.run(
+        ["mvn", "-B", "-q", "-f", str(local), "dependency:copy-dependencies",
+         f"-Dkafka.version={version}", f"-DoutputDirectory={lib}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0 or not any(lib.glob(witness)):
+        raise StackError(
+            f"could not fetch {what} from Maven Central (is it reachable? a proxy in "
+            "~/.m2/settings.xml?). Maven said:\n" + (proc.stdout + proc.stderr)[-2000:]
+        )
+    marker.write_text("ok\n")
+
+
 READY_TIMEOUT_S = 90.0  # without progress in the broker's log; see READY_CAP_S
 READY_CAP_S = 900.0  # a data dir with many partitions loads for minutes after an unclean stop
 STOP_GRACE_S = 120.0  # a clean shutdown (no log recovery at the next start) takes its time
@@ -154,38 +193,15 @@ class KafkaNode:
     # ------------------------------------------------------------------------------------
     def fetch_jars(self) -> None:
         """Copy the pinned broker closure of ``version`` from Maven Central (once)."""
-        marker = self.lib / ".complete"
-        if marker.exists():
-            return
-        if shutil.which("mvn") is None:
-            raise StackError(
-                "Maven (`mvn`) is not installed; it fetches the Kafka jars from Maven Central. "
-                "Install it (`apt-get install -y maven`) or set HORAE_KAFKA_BOOTSTRAP to a broker."
-            )
-        self.lib.mkdir(parents=True, exist_ok=True)
-        pom = self.cache / "pom.xml"
-        pom.write_text((FILES / "pom.xml").read_text())
-        proc = subprocess.run(
-            [
-                "mvn",
-                "-B",
-                "-q",
-                "-f",
-                str(pom),
-                "dependency:copy-dependencies",
-                f"-Dkafka.version={self.version}",
-                f"-DoutputDirectory={self.lib}",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
+        fetch_closure(
+            FILES / "pom.xml",
+            self.cache,
+            self.lib,
+            self.version,
+            witness="kafka_2.13-*.jar",
+            what="the Kafka jars",
+            instead=" or set HORAE_KAFKA_BOOTSTRAP to a broker",
         )
-        if proc.returncode != 0 or not any(self.lib.glob("kafka_2.13-*.jar")):
-            raise StackError(
-                "could not fetch the Kafka jars from Maven Central (is it reachable? a proxy "
-                "in ~/.m2/settings.xml?). Maven said:\n" + (proc.stdout + proc.stderr)[-2000:]
-            )
-        marker.write_text("ok\n")
 
     def _java(self) -> str:
         java = shutil.which("java")

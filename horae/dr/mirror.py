@@ -42,6 +42,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from horae.contracts.topics import Topic
 from horae.devstack.kafka import FILES as KAFKA_FILES
+from horae.devstack.kafka import fetch_closure
 from horae.devstack.private import free_ports
 from horae.devstack.procs import read_pid, tail, terminate, wait_until
 from horae.dr import DrError
@@ -185,28 +186,14 @@ class MirrorMaker:
 
     def fetch_jars(self) -> None:
         """Copy MM2's closure at ``version`` from Maven Central (once)."""
-        marker = self.lib / ".complete"
-        if marker.exists():
-            return
-        if shutil.which("mvn") is None:
-            raise DrError(
-                "Maven (`mvn`) is not installed; it fetches MirrorMaker 2's jars from Maven "
-                "Central. Install it (`apt-get install -y maven`)."
-            )
-        self.lib.mkdir(parents=True, exist_ok=True)
-        pom = self.cache / "pom.xml"
-        pom.write_text((FILES / "pom.xml").read_text())
-        proc = subprocess.run(
-            ["mvn", "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
-             f"-Dkafka.version={self.version}", f"-DoutputDirectory={self.lib}"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if proc.returncode != 0 or not any(self.lib.glob("connect-mirror-[0-9]*.jar")):
-            raise DrError(
-                "could not fetch MirrorMaker 2's jars from Maven Central (is it reachable? a "
-                "proxy in ~/.m2/settings.xml?). Maven said:\n" + (proc.stdout + proc.stderr)[-2000:]
-            )
-        marker.write_text("ok\n")
+        fetch_closure(
+            FILES / "pom.xml",
+            self.cache,
+            self.lib,
+            self.version,
+            witness="connect-mirror-[0-9]*.jar",
+            what="MirrorMaker 2's jars",
+        )
 
     def running_pid(self) -> int | None:
         return read_pid(self.pid_file)
