@@ -460,12 +460,15 @@ class Service:
         reason: str | None = None,
         window: tuple[datetime, datetime] | None = None,
         command_id: str | None = None,
+        cancel_fire_key: str | None = None,
     ) -> ev.Command:
         """A platform-signed command recording the actor, produced; returns it (``command_id``:
-        its id, e.g. derived from a request id; default a new one)."""
+        its id, e.g. derived from a request id; default a new one; ``cancel_fire_key``: a
+        cancel of that fire, which travels as kind ``pause``, docs/contracts.md)."""
         now = self.clock().astimezone(UTC)
+        act = "cancel" if cancel_fire_key is not None else kind.value
         command = ev.Command(
-            command_id=command_id or f"api-{kind.value}-{uuid.uuid4().hex}",
+            command_id=command_id or f"api-{act}-{uuid.uuid4().hex}",
             tenant=principal.tenant,
             trigger_id=trigger_id,
             kind=kind,
@@ -476,6 +479,7 @@ class Service:
             backfill_to=window[1] if window else None,
             reason=reason,
             expires_at=now + timedelta(seconds=self.settings.command_max_ttl_s),
+            cancel_fire_key=cancel_fire_key,
         )
         checked(command)
         signed = signing.sign(command, self.settings.platform_key_id, self._platform_key())
@@ -842,25 +846,9 @@ class Service:
                 f"fire {fire_key!r} is an event target's: delivered when it was decided, "
                 "nothing to cancel",
             )
-        now = self.clock().astimezone(UTC)
-        command = checked(
-            ev.Command(
-                command_id=f"api-cancel-{uuid.uuid4().hex}",
-                tenant=principal.tenant,
-                trigger_id=trigger_id,
-                kind=ev.CommandKind.PAUSE,  # the kind a cancel travels as (docs/contracts.md)
-                requested_by=principal.actor,
-                role=ev.Role.AUTHOR,
-                requested_at=now,
-                expires_at=now + timedelta(seconds=self.settings.command_max_ttl_s),
-                cancel_fire_key=fire_key,
-            )
+        signed = await self.command(
+            principal, trigger_id, ev.CommandKind.PAUSE, ev.Role.AUTHOR, cancel_fire_key=fire_key
         )
-        signed = signing.sign(command, self.settings.platform_key_id, self._platform_key())
-        try:
-            await self.sink.put_command(signed)
-        except Exception as exc:
-            raise ApiError(503, "Unavailable", f"the cancel was not acknowledged: {exc}") from None
         return 202, {"command_id": signed.command_id, "fire_key": fire_key}
 
     # --- the routes' acts: privileged -----------------------------------------------------
