@@ -17,7 +17,7 @@ from horae.devstack import StackError
 from horae.dr.failback import reset_standby
 from horae.dr.metrics import exposition
 from horae.dr.mirror import MirrorMaker, flow
-from horae.dr.promote import promote, status
+from horae.dr.promote import promote, provision_standby, status
 from horae.dr.regions import REGIONS, Region, dr_home, other, provision, read_state, region
 from horae.settings import Settings
 
@@ -69,7 +69,7 @@ def _up(settings: Settings, args: argparse.Namespace) -> int:
     try:
         for r in regions.values():
             r.stack.up()
-            roles = provision(r)
+            roles = provision(r) if r.name == active else provision_standby(r)
             exports = " ".join(f"{k}={v}" for k, v in r.env().items())
             role = "writes" if r.name == active else "standby"
             where = f"kafka {r.bootstrap}, postgres {r.stack.endpoints.database_url}"

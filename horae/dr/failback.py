@@ -17,8 +17,8 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from horae.dr import DrError
-from horae.dr.promote import tenants_of
-from horae.dr.regions import DrState, Region, provision, read_state, write_state
+from horae.dr.promote import provision_standby, tenants_of
+from horae.dr.regions import DrState, Region, read_state, write_state
 
 WIPE_TIMEOUT_S = 60.0
 
@@ -53,7 +53,7 @@ def reset_standby(standby: Region, writer: Region, home: Path) -> dict[str, int]
         if time.monotonic() >= deadline:
             raise DrError(f"region {standby.name}: its topics were not deleted in time")
         time.sleep(0.5)
-    provision(standby, tuple(tenants_of(writer)))
+    provision_standby(standby, tuple(tenants_of(writer)))
 
     def led() -> bool:  # every partition of the recreated topics has its leader again
         meta = admin.list_topics(timeout=10).topics

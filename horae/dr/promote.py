@@ -42,6 +42,7 @@ from horae.dr.metrics import Due, Figures, oldest_due
 from horae.dr.mirror import MirrorMaker
 from horae.dr.regions import DrState, Region, on, provision, read_state, write_state
 from horae.kafka.acls import role_bindings
+from horae.kafka.config import KafkaCredentials
 
 #: the roles that decide or dispatch: fenced in the old writer
 FENCED_ROLES = ("planner", "dispatcher")
@@ -94,6 +95,16 @@ def fence(r: Region) -> int:
     for future in admin.delete_acls(filters, request_timeout=30).values():
         deleted += len(future.result())
     return deleted
+
+
+def provision_standby(r: Region, tenants: tuple[str, ...] = ()) -> dict[str, KafkaCredentials]:
+    """:func:`~horae.dr.regions.provision` region ``r`` as a standby: then :func:`fence` it, so
+    a planner or dispatcher started there by mistake decides and sends nothing (the standby
+    holds no leases: its dispatchers would deliver the mirrored orders a second time); the
+    promotion's :func:`~horae.dr.regions.provision` grants them back. Each role's credentials."""
+    roles = provision(r, tenants)
+    fence(r)
+    return roles
 
 
 def promote(

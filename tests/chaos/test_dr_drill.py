@@ -51,7 +51,7 @@ from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
 from horae.devstack.procs import alive
 from horae.dr import DrError
 from horae.dr.mirror import flow
-from horae.dr.promote import promote, read_topic, status
+from horae.dr.promote import promote, provision_standby, read_topic, status
 from horae.dr.regions import Region, provision, read_state, region
 from horae.kafka.config import KafkaCredentials
 from horae.settings import Settings
@@ -190,7 +190,7 @@ def test_region_a_lost_region_b_promoted_decides_on(drill: Drill) -> None:
     a, b, home = drill.a, drill.b, drill.home / "dr"
     prefix = drill.settings.topic_prefix
     roles_a = provision(a, (TENANT,))
-    roles_b = provision(b, (TENANT,))
+    roles_b = provision_standby(b, (TENANT,))  # fenced until promoted
     mirror = flow(a, b, home, drill.settings.cache_dir)
     mirror.start()
 

@@ -28,7 +28,7 @@ from horae.contracts.codec import decode, encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
 from horae.dr.failback import reset_standby
 from horae.dr.mirror import flow
-from horae.dr.promote import promote, read_topic
+from horae.dr.promote import promote, provision_standby, read_topic
 from horae.dr.regions import Region, provision, read_state, region
 from horae.settings import Settings
 from tests.chaos.soak.receiver import SoakReceiver
@@ -90,7 +90,7 @@ def test_fail_back_to_a_wiped_and_mirrored_from_b(regions: Drill) -> None:
     a, b, home = d.a, d.b, d.home / "dr"
     prefix = d.settings.topic_prefix
     roles_a = provision(a, (TENANT,))
-    roles_b = provision(b, (TENANT,))
+    roles_b = provision_standby(b, (TENANT,))  # fenced until promoted
     forth = flow(a, b, home, d.settings.cache_dir)
     forth.start()
     producer = Producer(a.client({**PRODUCER_DEFAULTS, "log_level": 3}))

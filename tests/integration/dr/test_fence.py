@@ -12,7 +12,7 @@ from confluent_kafka import KafkaException, Producer
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
 from horae.devstack.kafka import KafkaNode
 from horae.devstack.stack import LocalStack
-from horae.dr.promote import fence
+from horae.dr.promote import fence, provision_standby
 from horae.dr.regions import Region, provision
 from horae.kafka.acls import role_bindings
 from horae.kafka.config import KafkaCredentials
@@ -82,3 +82,39 @@ def test_a_fenced_region_decides_and_dispatches_nothing_more(
         on_delivery=lambda err, _msg: errors.append(err),
     )  # fmt: skip
     assert api.flush(30) == 0 and errors == [None]
+
+
+def test_a_standby_is_fenced_until_its_promotion_grants_it_back(
+    local_stack: LocalStack, topic_prefix: str, tmp_path: Path
+) -> None:
+    kafka = local_stack.kafka
+    if not isinstance(kafka, KafkaNode) or kafka.admin is None:
+        pytest.skip("the session's Kafka is not one local authenticating node")
+    settings = Settings(kafka_bootstrap=kafka.bootstrap, topic_prefix=topic_prefix)
+    r = Region("b", tmp_path, local_stack, settings)
+    roles = provision_standby(r)
+    # a planner or dispatcher started in the standby by mistake starts no transaction there
+    wait_until(
+        lambda: _init_refused(r, roles["planner"], f"{topic_prefix}planner-s1"),
+        30, 0.5, "a standby's planner starts a transaction",
+    )  # fmt: skip
+    assert _init_refused(r, roles["dispatcher"], f"{topic_prefix}dispatcher-s1")
+
+    provision(r)  # what the promotion does
+
+    started: list[Producer] = []
+    wait_until(
+        lambda: _started(r, roles["planner"], f"{topic_prefix}planner-s2", started),
+        30, 0.5, "the promoted region's planner is still fenced",
+    )  # fmt: skip
+    _commit(started[0], topic_name(Topic.FIRES, topic_prefix))
+
+
+def _started(r: Region, user: KafkaCredentials, txn_id: str, into: list[Producer]) -> bool:
+    producer = _txn(r, user, txn_id)  # a new one each try: a refused init may leave it fatal
+    try:
+        producer.init_transactions(15)
+    except KafkaException:
+        return False
+    into.append(producer)
+    return True
