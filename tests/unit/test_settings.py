@@ -171,6 +171,7 @@ TENANT_COMMANDS = {
     "backfill",
     "apply",
     "diff",
+    "dead-letters",
 }
 PER_INVOCATION = TENANT_COMMANDS | {"tokens"}
 
