@@ -23,11 +23,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, SecretStr, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from horae.contracts.events import Role
 from horae.contracts.grants import DEFAULT_ROLES, Grants, TenantGrant
+from horae.contracts.topics import TENANT_ID
 from horae.paths import default_cache_dir, default_state_dir
 
 #: Where a worker's ``/metrics`` listens unless told otherwise: loopback only.
@@ -325,6 +326,32 @@ class DrSettings(BaseSettings):
         description="up: MirrorMaker 2 writes into the standby with exactly-once source "
         "(transactions with its own source offsets)",
     )
+    tenant_events: str = Field(
+        default="*",
+        description="up: whose events topics (and own consumer groups' offsets) MirrorMaker 2 "
+        "replicates: * for every tenant's, or a comma-separated list of tenant ids (the others' "
+        "events stay in their region: a subscriber of theirs finds no history in the standby)",
+    )
+
+    @field_validator("tenant_events")
+    @classmethod
+    def _tenant_list(cls, value: str) -> str:
+        value = value.strip()
+        if value == "*":
+            return value
+        for tenant in (t.strip() for t in value.split(",")):
+            if not TENANT_ID.fullmatch(tenant):
+                raise ValueError(
+                    f"{tenant!r} is not a tenant id ([a-z0-9][a-z0-9._-]{{0,62}}); "
+                    "give * or a comma-separated list of tenant ids"
+                )
+        return value
+
+    def events_tenants(self) -> tuple[str, ...] | None:
+        """The tenants whose events topics go (None: every tenant's)."""
+        if self.tenant_events == "*":
+            return None
+        return tuple(t.strip() for t in self.tenant_events.split(","))
 
 
 class ApiSettings(BaseSettings):

@@ -28,14 +28,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     Action = tuple[str, Callable[[Settings, argparse.Namespace], int], str, list[str]]
     actions: tuple[Action, ...] = (
         ("up", _up, "start regions a and b (idempotent), their users and ACLs, and MirrorMaker 2 "
-         "from the writing region to the standby", ["exactly_once"]),
+         "from the writing region to the standby", ["exactly_once", "tenant_events"]),
         ("down", _down, "stop MirrorMaker 2 and both regions", []),
         ("status", _status, "which region writes, whether each answers, the replication lag "
-         "per topic, the last decision the standby holds", []),
+         "per topic, the last decision the standby holds", ["tenant_events"]),
         ("metrics", _metrics, "the status as Prometheus metrics (text format, on stdout): the "
-         "lag per topic, how late the standby would be if promoted now", []),
+         "lag per topic, how late the standby would be if promoted now", ["tenant_events"]),
         ("promote", _promote, "fence (or declare lost) the writing region, stop MirrorMaker 2, "
-         "audit, and make --to the writing region", ["to", "declare_lost", "lag_timeout_s"]),
+         "audit, and make --to the writing region",
+         ["to", "declare_lost", "lag_timeout_s", "tenant_events"]),
         ("reset-standby", _reset, "fail-back, first step: wipe the standby (the former writer: "
          "its topics and consumer groups) and provision it again, so that `horae dr up` mirrors "
          "the writer into it", []),

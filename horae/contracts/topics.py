@@ -157,6 +157,11 @@ _ESCAPES = str.maketrans({".": "D", "_": "U"})
 _SUFFIX = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
+#: a tenant id (the ingress names rule, ``horae.contracts.ingress.NAME``), for settings that list
+#: tenants
+TENANT_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+
+
 def tenant_token(tenant: str) -> str:
     """The tenant id as it appears in topic names: ``.`` → ``D``, ``_`` → ``U``. Tenant ids are
     lower case (``[a-z0-9][a-z0-9._-]{0,62}``), so this is one-to-one, and the token holds

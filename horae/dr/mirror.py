@@ -9,7 +9,8 @@ the broker's are (:meth:`horae.devstack.kafka.KafkaNode.fetch_jars`).
 
 What it replicates, under the deployment's prefix (:func:`topics_pattern`): the definitions, the
 accepted copy, the commands, the ledger (``fires``), the planner-state changelog, the lanes, the
-attempts and outcomes, the dead letters, quarantine, audit, and every tenant's events topics. Not
+attempts and outcomes, the dead letters, quarantine, audit, and the events topics of the tenants
+``HORAE_DR_TENANT_EVENTS`` names (default ``*``: every tenant's). Not
 the planner's snapshots (a cache whose header names offsets of the source's partitions, which are
 not the standby's: the standby's planners rebuild from the changelog instead) and not its clock
 probe topic. Names are kept (``IdentityReplicationPolicy``): the standby's processes run with the
@@ -40,7 +41,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from horae.contracts.topics import Topic
+from horae.contracts.topics import Topic, tenant_token
 from horae.devstack.kafka import FILES as KAFKA_FILES
 from horae.devstack.kafka import fetch_closure
 from horae.devstack.private import free_ports
@@ -57,22 +58,33 @@ STOP_GRACE_S = 30.0
 LAG_COUNT_CAP = 10_000
 
 
-def topics_pattern(prefix: str) -> str:
-    """The Java regex of the replicated topics (MM2 matches whole names)."""
+def _tenants(tenants: tuple[str, ...] | None) -> str:
+    """The regex of the tenant tokens ``tenants`` names (None: every tenant's) and what follows
+    them in a topic or group name (a token holds no ``.``, so ``acme`` is not ``acme2``)."""
+    if tenants is None:
+        return ".+"
+    tokens = "|".join(re.escape(tenant_token(t)) for t in tenants) or "(?!)"
+    return f"({tokens})(\\..+)?"
+
+
+def topics_pattern(prefix: str, tenants: tuple[str, ...] | None = None) -> str:
+    """The Java regex of the replicated topics (MM2 matches whole names): the catalogue's, and
+    the events topics of ``tenants`` (None: every tenant's; ``()``: nobody's)."""
     fixed = "|".join(re.escape(t.value) for t in Topic if t is not Topic.SCHEDULE_EVENTS)
-    events = re.escape(f"{Topic.SCHEDULE_EVENTS.value}.") + ".+"
+    events = re.escape(f"{Topic.SCHEDULE_EVENTS.value}.") + _tenants(tenants)
     return f"{re.escape(prefix)}({fixed}|{events})"
 
 
-def groups_pattern(prefix: str) -> str:
+def groups_pattern(prefix: str, tenants: tuple[str, ...] | None = None) -> str:
     """The consumer groups whose offsets are translated: the planner's, the dispatcher's and
-    the tenants' own (the projector keeps its offsets in PostgreSQL, with its rows)."""
-    return f"{re.escape(prefix)}(planner|dispatcher|tenant\\..+)"
+    the own groups of ``tenants`` (None: every tenant's; the projector keeps its offsets in
+    PostgreSQL, with its rows)."""
+    return f"{re.escape(prefix)}(planner|dispatcher|tenant\\.{_tenants(tenants)})"
 
 
-def mirrored(name: str, prefix: str) -> bool:
+def mirrored(name: str, prefix: str, tenants: tuple[str, ...] | None = None) -> bool:
     """Whether topic ``name`` is one MM2 replicates (:func:`topics_pattern`, in Python)."""
-    return re.fullmatch(topics_pattern(prefix), name) is not None
+    return re.fullmatch(topics_pattern(prefix, tenants), name) is not None
 
 
 def _escape(value: str) -> str:
@@ -100,6 +112,7 @@ class MirrorMaker:
     rest_port: int
     eos: bool = True
     heap: str = "256m"
+    tenants: tuple[str, ...] | None = None  # whose events topics go (None: every tenant's)
 
     @property
     def lib(self) -> Path:
@@ -146,8 +159,8 @@ class MirrorMaker:
         lines += [
             f"{s}->{t}.enabled = true",
             f"{t}->{s}.enabled = false",
-            f"{s}->{t}.topics = {_escape(topics_pattern(self.prefix))}",
-            f"{s}->{t}.groups = {_escape(groups_pattern(self.prefix))}",
+            f"{s}->{t}.topics = {_escape(topics_pattern(self.prefix, self.tenants))}",
+            f"{s}->{t}.groups = {_escape(groups_pattern(self.prefix, self.tenants))}",
             f"replication.policy.class = {IDENTITY}",
             f"{s}.consumer.isolation.level = read_committed",
             "sync.topic.configs.enabled = false",
@@ -303,7 +316,7 @@ class MirrorMaker:
             try:
                 meta = consumer.list_topics(timeout=10).topics
                 ends: dict[tuple[str, int], tuple[int, int]] = {}
-                for name in sorted(n for n in meta if mirrored(n, self.prefix)):
+                for name in sorted(n for n in meta if mirrored(n, self.prefix, self.tenants)):
                     for p in meta[name].partitions:
                         tp = TopicPartition(name, p)
                         low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
@@ -382,4 +395,7 @@ def flow(
         path.write_text(f"{free_ports(1)[0]}\n")
     version = source.settings.dev.kafka_version
     cache = cache_dir / "kafka" / version / "mirror"
-    return MirrorMaker(source, target, where, cache, version, int(path.read_text()), eos)
+    tenants = source.settings.dr.events_tenants()
+    return MirrorMaker(
+        source, target, where, cache, version, int(path.read_text()), eos, tenants=tenants
+    )

@@ -8,18 +8,21 @@ import re
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from horae.contracts.topics import CATALOGUE, events_topic
 from horae.dr import DrError
 from horae.dr.mirror import IDENTITY, _take, flow, groups_pattern, mirrored, topics_pattern
 from horae.dr.regions import DrState, Region, other, read_state, region, write_state
-from horae.settings import Settings
+from horae.settings import DrSettings, Settings
 
 PREFIX = "horae."
 
 
-def _region(tmp_path: Path, name: str) -> Region:
-    settings = Settings(kafka_bootstrap=None, database_url=None, state_dir=tmp_path)
+def _region(tmp_path: Path, name: str, dr: DrSettings | None = None) -> Region:
+    settings = Settings(
+        kafka_bootstrap=None, database_url=None, state_dir=tmp_path, dr=dr or DrSettings()
+    )
     r = region(settings, name)
     r.kafka.password_file.parent.mkdir(parents=True, exist_ok=True)
     r.kafka.password_file.write_text(f'pw-{name}\\"x\n')  # a backslash and a quote
@@ -119,3 +122,32 @@ def test_a_region_keeps_its_ports(tmp_path: Path) -> None:
     again = _region(tmp_path, "a")
     assert first.bootstrap == again.bootstrap
     assert first.bootstrap != _region(tmp_path, "b").bootstrap
+
+
+def test_only_the_listed_tenants_events_and_groups_go() -> None:
+    listed = ("acme", "beta.eu")
+    assert mirrored(events_topic("acme", PREFIX), PREFIX, listed)
+    assert mirrored(events_topic("acme", PREFIX) + ".billing", PREFIX, listed)
+    assert mirrored(events_topic("beta.eu", PREFIX), PREFIX, listed)
+    for stranger in ("acme2", "beta", "zeta"):
+        assert not mirrored(events_topic(stranger, PREFIX), PREFIX, listed), stranger
+    assert mirrored("horae.fires", PREFIX, listed)  # the catalogue goes whoever is listed
+    assert not mirrored(events_topic("acme", PREFIX), PREFIX, ())  # nobody's
+    assert mirrored("horae.fires", PREFIX, ())
+    groups = re.compile(groups_pattern(PREFIX, listed))
+    assert groups.fullmatch("horae.tenant.acme.reports") and groups.fullmatch("horae.planner")
+    assert not groups.fullmatch("horae.tenant.zeta.reports")
+
+
+def test_the_flow_takes_the_tenants_from_the_settings(tmp_path: Path) -> None:
+    a = _region(tmp_path, "a", DrSettings(tenant_events="acme"))
+    b = _region(tmp_path, "b")
+    props = _properties(flow(a, b, tmp_path / "dr", tmp_path / "cache").properties())
+    assert re.fullmatch(props["a->b.topics"], events_topic("acme", PREFIX))
+    assert not re.fullmatch(props["a->b.topics"], events_topic("zeta", PREFIX))
+
+
+@pytest.mark.parametrize("value", ["acme,", "Acme", "acme, *", ""])
+def test_a_tenant_list_that_names_no_tenant_is_refused(value: str) -> None:
+    with pytest.raises(ValidationError, match="is not a tenant id"):
+        DrSettings(tenant_events=value)
