@@ -839,7 +839,7 @@ class Service:
                 409, "Conflict", f"fire {fire_key!r} is {decision}, not fired: nothing to cancel"
             )
         held = await run_in_threadpool(self.existing, principal.tenant, trigger_id)
-        if held.definition.target.kind is not ev.TargetKind.WEBHOOK:
+        if not deliverer(held.definition.target.kind).in_flight:
             raise ApiError(
                 409,
                 "Conflict",

@@ -38,6 +38,7 @@ from horae.contracts.grants import Grants
 from horae.contracts.ids import event_id
 from horae.contracts.ingress import TenantKeys
 from horae.contracts.routing import Router
+from horae.delivery.table import deliverer
 from horae.domain.cancel import cancel_cause
 from horae.domain.errors import ValidationError
 from horae.domain.keys import FireKey, short_hash_of
@@ -317,7 +318,7 @@ def cancel_refusal(
             f"cancel_fire_key: {text!r} is not a fire of trigger "
             f"{ev.trigger_key(command.tenant, command.trigger_id)}"
         )
-    if d.target.kind is not ev.TargetKind.WEBHOOK:
+    if not deliverer(d.target.kind).in_flight:
         return "invalid", (
             "cancel_fire_key: an event target's fire is delivered when it is decided; "
             "nothing is left to cancel"
