@@ -7,7 +7,9 @@ call is told (:func:`failed`) and the one confirmation question (:func:`confirm`
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import Any
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -94,3 +96,8 @@ def confirm(question: str) -> bool:
     print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
     answer = sys.stdin.readline().strip().lower()
     return answer in ("y", "yes")
+
+
+def print_json(value: Any) -> None:
+    """``value`` on stdout as ``--json`` prints it: indented, keys sorted."""
+    print(json.dumps(value, indent=2, sort_keys=True))

@@ -22,7 +22,6 @@ Exit codes: 0 done; 1 the API refused or could not be reached, or not confirmed;
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import uuid
 from collections.abc import Iterable
@@ -99,10 +98,6 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True))
-
-
 def _list(settings: Settings, args: argparse.Namespace) -> int:
     try:
         with connect.open_client(settings, args) as api:
@@ -110,7 +105,7 @@ def _list(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed("horae dead-letters list", exc)
     if args.json:
-        _print_json(found)
+        connect.print_json(found)
     else:
         print(dead_letters_table(found))
     return 0
@@ -122,7 +117,7 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
             found = api.dead_letter(args.id)
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed("horae dead-letters show", exc)
-    _print_json(found)
+    connect.print_json(found)
     return 0
 
 
@@ -147,7 +142,7 @@ def _redrive(settings: Settings, args: argparse.Namespace) -> int:
             print(f"redrive: {dry.get('matched')} dead letter(s) match", file=out)
             if args.dry_run:
                 if args.json:
-                    _print_json(dry)
+                    connect.print_json(dry)
                 else:
                     for dlq_id in dry.get("ids") or []:
                         print(f"  {dlq_id}")
@@ -162,7 +157,7 @@ def _redrive(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed(name, exc)
     if args.json:
-        _print_json(done)
+        connect.print_json(done)
     else:
         sent = done.get("redriven") or []
         print(f"redriven: {len(sent)} (request {request_id})")

@@ -96,7 +96,7 @@ def run_group(settings: Settings, args: argparse.Namespace, action: str) -> int:
             )
             if args.dry_run:
                 if args.json:
-                    _print_json(dry)
+                    connect.print_json(dry)
                 else:
                     for trigger_id in dry.get("trigger_ids") or []:
                         print(f"  {trigger_id}")
@@ -116,7 +116,7 @@ def run_group(settings: Settings, args: argparse.Namespace, action: str) -> int:
 def _report(name: str, action: str, done: JSON, as_json: bool) -> int:
     failed = done.get("failed") or []
     if as_json:
-        _print_json(done)
+        connect.print_json(done)
     else:
         again = " (already done under this request id)" if done.get("replayed") else ""
         print(
@@ -130,10 +130,6 @@ def _report(name: str, action: str, done: JSON, as_json: bool) -> int:
             file=sys.stderr,
         )
     return 1 if failed else 0
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True))
 
 
 def _usage(name: str, message: str) -> int:

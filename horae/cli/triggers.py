@@ -385,10 +385,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     backfill.set_defaults(func=_backfill)
 
 
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True))
-
-
 def _usage(name: str, message: str) -> int:
     print(f"{name}: {message}", file=sys.stderr)
     return 2
@@ -466,7 +462,7 @@ def _create(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed(name, exc)
     if args.json:
-        _print_json(stored.trigger)
+        connect.print_json(stored.trigger)
     else:
         print(f"created {trigger_id}: version {stored.version}")
         print(trigger_card(stored.trigger))
@@ -480,7 +476,7 @@ def _list(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed("horae triggers list", exc)
     if args.json:
-        _print_json(items)
+        connect.print_json(items)
     else:
         print(triggers_table(items))
     return 0
@@ -493,7 +489,7 @@ def _show(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed("horae triggers show", exc)
     if args.json:
-        _print_json(stored.trigger)
+        connect.print_json(stored.trigger)
     else:
         print(trigger_card(stored.trigger))
     return 0
@@ -555,7 +551,7 @@ def _amend(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed(name, exc)
     if args.json:
-        _print_json(amended.trigger)
+        connect.print_json(amended.trigger)
     else:
         print(f"amended {args.trigger}: version {version} -> {amended.version}")
         for change in changes:
@@ -581,7 +577,7 @@ def _act(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed(f"horae triggers {act}", exc)
     if args.json:
-        _print_json(result)
+        connect.print_json(result)
     elif act == "delete":
         print(f"deleted {args.trigger}")
     elif act == "run":
@@ -605,7 +601,7 @@ def _next_of(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed("horae triggers next", exc)
     if args.json:
-        _print_json(rows)
+        connect.print_json(rows)
     else:
         print(occurrences_table(rows))
     return 0
@@ -632,7 +628,7 @@ def _export(settings: Settings, args: argparse.Namespace) -> int:
         if t.get("state") != "deleted"
     ]
     if args.json:
-        _print_json(documents)
+        connect.print_json(documents)
     else:
         print(to_yaml(documents), end="")
     return 0
@@ -645,7 +641,7 @@ def _verify(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed("horae targets verify", exc)
     if args.json:
-        _print_json(made)
+        connect.print_json(made)
         return 0
     print(f"host {made.get('host')}: serve the answer at {made.get('well_known_url')}")
     print(f"  (before {made.get('expires_at')}) as the response body, status 200:")
@@ -663,7 +659,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
         return connect.failed("horae targets check", exc)
     verified = result.get("state") == "verified"
     if args.json:
-        _print_json(result)
+        connect.print_json(result)
     elif verified:
         print(f"host {result.get('host')}: verified until {result.get('verified_until')}")
     else:
@@ -680,7 +676,7 @@ def _history(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed("horae history", exc)
     if args.json:
-        _print_json(fires)
+        connect.print_json(fires)
     else:
         print(history_table(fires))
         if isinstance(state, str) and state in NOT_LIVE:
@@ -698,7 +694,7 @@ def _fires(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed("horae fires", exc)
     if args.json:
-        _print_json(found)
+        connect.print_json(found)
     else:
         print(fires_table(found))
     return 0
@@ -716,7 +712,7 @@ def _cancel_fire(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed("horae fires cancel", exc)
     if args.json:
-        _print_json(result)
+        connect.print_json(result)
     elif "command_id" in result:
         print(f"cancel {args.fire_key}: accepted (command {result.get('command_id')})")
     else:
@@ -731,7 +727,7 @@ def _lateness(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed("horae lateness", exc)
     if args.json:
-        _print_json(summary)
+        connect.print_json(summary)
     else:
         if args.trigger is not None:
             summary = {**summary, "trigger_id": args.trigger}
@@ -758,7 +754,7 @@ def _backfill(settings: Settings, args: argparse.Namespace) -> int:
     except (ApiError, ApiUnreachable) as exc:
         return connect.failed(name, exc)
     if args.json:
-        _print_json({"fires": cost.get("fires"), **accepted})
+        connect.print_json({"fires": cost.get("fires"), **accepted})
     else:
         print(f"backfill {args.trigger}: accepted (command {accepted.get('command_id')})")
     return 0
