@@ -10,7 +10,6 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
-from horae.devstack.kafka import KafkaNode
 from horae.devstack.stack import LocalStack
 from horae.dr.promote import fence, provision_standby
 from horae.dr.regions import Region, provision
@@ -43,12 +42,9 @@ def _init_refused(r: Region, user: KafkaCredentials, txn_id: str) -> bool:
 
 
 def test_a_fenced_region_decides_and_dispatches_nothing_more(
-    local_stack: LocalStack, topic_prefix: str, tmp_path: Path
+    local_stack: LocalStack, region_settings: Settings, topic_prefix: str, tmp_path: Path
 ) -> None:
-    kafka = local_stack.kafka
-    if not isinstance(kafka, KafkaNode) or kafka.admin is None:
-        pytest.skip("the session's Kafka is not one local authenticating node")
-    settings = Settings(kafka_bootstrap=kafka.bootstrap, topic_prefix=topic_prefix)
+    settings = region_settings
     r = Region("a", tmp_path, local_stack, settings)
     roles = provision(r)
     fires = topic_name(Topic.FIRES, topic_prefix)
@@ -85,12 +81,9 @@ def test_a_fenced_region_decides_and_dispatches_nothing_more(
 
 
 def test_a_standby_is_fenced_until_its_promotion_grants_it_back(
-    local_stack: LocalStack, topic_prefix: str, tmp_path: Path
+    local_stack: LocalStack, region_settings: Settings, topic_prefix: str, tmp_path: Path
 ) -> None:
-    kafka = local_stack.kafka
-    if not isinstance(kafka, KafkaNode) or kafka.admin is None:
-        pytest.skip("the session's Kafka is not one local authenticating node")
-    settings = Settings(kafka_bootstrap=kafka.bootstrap, topic_prefix=topic_prefix)
+    settings = region_settings
     r = Region("b", tmp_path, local_stack, settings)
     roles = provision_standby(r)
     # a planner or dispatcher started in the standby by mistake starts no transaction there

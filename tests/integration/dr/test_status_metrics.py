@@ -9,14 +9,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from horae.contracts import events as ev
 from horae.contracts.codec import encode
 from horae.contracts.topics import PRODUCER_DEFAULTS, Topic, topic_name
-from horae.devstack.kafka import KafkaNode
 from horae.devstack.stack import LocalStack
 from horae.dr.metrics import exposition
 from horae.dr.mirror import flow
@@ -33,12 +31,9 @@ def _state(trigger: str, next_instant: datetime, updated: datetime) -> ev.Planne
 
 
 def test_the_standby_figures_come_from_its_kafka(
-    local_stack: LocalStack, topic_prefix: str, tmp_path: Path
+    local_stack: LocalStack, region_settings: Settings, topic_prefix: str, tmp_path: Path
 ) -> None:
-    kafka = local_stack.kafka
-    if not isinstance(kafka, KafkaNode) or kafka.admin is None:
-        pytest.skip("the session's Kafka is not one local authenticating node")
-    settings = Settings(kafka_bootstrap=kafka.bootstrap, topic_prefix=topic_prefix)
+    settings = region_settings
     # both regions on the session's broker, under one prefix: what a writes, b holds
     a = Region("a", tmp_path / "a", local_stack, settings)
     b = Region("b", tmp_path / "b", local_stack, settings)
