@@ -9,9 +9,7 @@ second cancel changes nothing."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,7 +25,7 @@ from horae.projections import schema as pschema
 from horae.projections.projector import Projector, ProjectorConfig
 from horae.projections.queries import FireDetail, HistoryQueries
 from horae.streams.dispatcher.worker import Dispatcher
-from tests.integration.dispatcher.support import DispatchEnv, Receiver
+from tests.integration.dispatcher.support import DispatchEnv, Receiver, dispatching
 from tests.integration.planner.harness import (
     HOOK_REF,
     TENANT,
@@ -42,20 +40,6 @@ from tests.waiting import wait_until
 HOUR = 3600
 TRIGGER = "flaky"
 CAUSE = "cancelled: by alice: the receiver is down for the night"
-
-
-@contextmanager
-def dispatching(dispatcher: Dispatcher) -> Iterator[Dispatcher]:
-    halt = threading.Event()
-    thread = threading.Thread(target=dispatcher.run, args=(halt,), daemon=True)
-    thread.start()
-    try:
-        assert dispatcher.ready.wait(60)
-        yield dispatcher
-    finally:
-        halt.set()
-        thread.join(60)
-        assert not thread.is_alive(), "dispatcher did not stop"
 
 
 @pytest.fixture

@@ -12,11 +12,9 @@ the history must show for it at the end. A new kind of instant is a new chapter 
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,7 +33,7 @@ from horae.projections import schema as pschema
 from horae.projections.projector import Projector, ProjectorConfig
 from horae.projections.queries import FireDetail, HistoryQueries
 from horae.streams.dispatcher.worker import Dispatcher
-from tests.integration.dispatcher.support import DispatchEnv, Receiver
+from tests.integration.dispatcher.support import DispatchEnv, Receiver, dispatching
 from tests.integration.planner.harness import (
     HOOK_REF,
     TENANT,
@@ -353,21 +351,6 @@ CHAPTERS: tuple[Callable[[Story], Check], ...] = (
 
 
 # --- the run ------------------------------------------------------------------------------------
-
-
-@contextmanager
-def dispatching(dispatcher: Dispatcher) -> Iterator[Dispatcher]:
-    """Run ``dispatcher`` in a thread for the duration of the block."""
-    halt = threading.Event()
-    thread = threading.Thread(target=dispatcher.run, args=(halt,), daemon=True)
-    thread.start()
-    try:
-        assert dispatcher.ready.wait(60)
-        yield dispatcher
-    finally:
-        halt.set()
-        thread.join(60)
-        assert not thread.is_alive(), "dispatcher did not stop"
 
 
 @pytest.fixture

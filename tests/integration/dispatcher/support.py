@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -309,3 +310,18 @@ def in_past(seconds: float) -> datetime:
 
 def read_all(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> list[Record]:
     return read_committed(bootstrap, topic, partitions)
+
+
+@contextmanager
+def dispatching(dispatcher: Dispatcher) -> Iterator[Dispatcher]:
+    """Run ``dispatcher`` in a thread for the duration of the block."""
+    halt = threading.Event()
+    thread = threading.Thread(target=dispatcher.run, args=(halt,), daemon=True)
+    thread.start()
+    try:
+        assert dispatcher.ready.wait(60)
+        yield dispatcher
+    finally:
+        halt.set()
+        thread.join(60)
+        assert not thread.is_alive(), "dispatcher did not stop"
