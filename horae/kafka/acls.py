@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -162,15 +164,35 @@ def all_bindings(prefix: str, tenants: Iterable[str]) -> list[AclBinding]:
 
 
 def apply_acls(admin: AdminClient, bindings: list[AclBinding]) -> int:
-    """Create ``bindings`` (creating an existing ACL is a no-op); the count created. Raise the
-    broker's error (``SECURITY_DISABLED`` on a broker without an authorizer)."""
+    """Create ``bindings`` (creating an existing ACL is a no-op) and return once the broker
+    answers with all of them (the count created): a KRaft broker applies a created ACL to its
+    authorizer a moment after the create returns, and a process started in that moment is
+    refused. Raise the broker's error (``SECURITY_DISABLED`` on a broker without an
+    authorizer), or :class:`TimeoutError` if they are not all visible within ``TIMEOUT_S``."""
     unique = list(dict.fromkeys(bindings))
     if not unique:
         return 0
     futures: Mapping[AclBinding, object] = admin.create_acls(unique, request_timeout=TIMEOUT_S)
     for future in futures.values():
         future.result()  # type: ignore[attr-defined]
+    _await_visible(admin, unique)
     return len(unique)
+
+
+def _await_visible(admin: AdminClient, bindings: list[AclBinding]) -> None:
+    every = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+        AclOperation.ANY, AclPermissionType.ANY,
+    )  # fmt: skip
+    wanted = set(bindings)
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        seen = set(admin.describe_acls(every, request_timeout=TIMEOUT_S).result())
+        if wanted <= seen:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(wanted - seen)} created ACLs not visible after {TIMEOUT_S}s")
+        time.sleep(0.1)
 
 
 def role_password(admin: KafkaCredentials, role: str) -> str:
