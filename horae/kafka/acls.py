@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import time
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
@@ -180,8 +181,9 @@ def apply_acls(admin: AdminClient, bindings: list[AclBinding]) -> int:
 
 
 def _await_visible(admin: AdminClient, bindings: list[AclBinding]) -> None:
+    anything: Any = None  # the stubs type a filter's name, principal and host as str only
     every = AclBindingFilter(
-        ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+        ResourceType.ANY, anything, ResourcePatternType.ANY, anything, anything,
         AclOperation.ANY, AclPermissionType.ANY,
     )  # fmt: skip
     wanted = set(bindings)
