@@ -257,6 +257,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--secret-ref", action="append", default=[], metavar="REF", help="webhook signing secret"
     )
     create.add_argument(
+        "--oidc", action="store_true", default=None,
+        help="an identity token on each attempt, audience the URL's origin",
+    )  # fmt: skip
+    create.add_argument(
+        "--oidc-audience", metavar="AUDIENCE", help="an identity token with this audience"
+    )
+    create.add_argument(
         "--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeat)"
     )
     create.add_argument("--description", default=None)
@@ -416,6 +423,10 @@ def document_of_flags(args: argparse.Namespace) -> JSON:
         recurrence["zone"] = args.zone
     if args.url:
         tgt: JSON = {"kind": "webhook", "url": args.url, "secret_refs": list(args.secret_ref)}
+        if args.oidc or args.oidc_audience is not None:
+            tgt["oidc"] = {"audience": args.oidc_audience}
+    elif args.oidc or args.oidc_audience is not None:
+        raise ValueError("--oidc: identity tokens go on webhook calls only (--url)")
     elif args.topic:
         tgt = {"kind": "event", "topic": args.topic}
     else:
@@ -443,12 +454,26 @@ def _one_document(path: str, trigger_id: str | None) -> tuple[str, JSON]:
     return found_id, document
 
 
+#: the ``create`` flags that describe the document (refused beside ``-f FILE``)
+DOCUMENT_FLAGS = (
+    "cron", "every", "at", "zone", "url", "topic", "secret_ref", "oidc", "oidc_audience", "label",
+    "description", "payload",
+)  # fmt: skip
+
+
 def _create(settings: Settings, args: argparse.Namespace) -> int:
     name = "horae triggers create"
     from horae.cli.apply import DocumentError
 
     try:
         if args.file:
+            given = [
+                f"--{f.replace('_', '-')}"
+                for f in DOCUMENT_FLAGS
+                if getattr(args, f) not in (None, [])
+            ]
+            if given:
+                raise ValueError(f"-f FILE holds the whole document: {', '.join(given)} too")
             trigger_id, document = _one_document(args.file, args.trigger)
         elif not args.trigger:
             return _usage(name, "ID (the trigger id) or -f FILE is required")

@@ -530,3 +530,31 @@ def test_apply_manages_the_pause_declaratively(
     code, out, _ = horae(capsys, "triggers", "amend", "nightly", "--set", "state=live")
     assert code == 0 and "  state: paused -> live" in out.splitlines()
     assert api.backend.definitions[-1].state is ev.DefinitionState.LIVE
+
+
+def test_oidc_flag_asks_for_an_identity_token_on_webhooks_only(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ("triggers", "create", "--every", "60", "--secret-ref", "acme-hook")
+    code, _, err = horae(capsys, *base, "--url", URL, "--oidc", "nightly")
+    assert code == 0, err
+    assert api.backend.definitions[-1].target.oidc == ev.OidcToken(audience=None)
+    code, _, err = horae(
+        capsys, *base, "--url", URL, "--oidc-audience", "https://aud.example", "aud"
+    )
+    assert code == 0, err
+    assert api.backend.definitions[-1].target.oidc == ev.OidcToken("https://aud.example")
+    code, _, err = horae(capsys, *base, "--topic", "events.acme", "--oidc", "ev")
+    assert code == 2 and "--oidc: identity tokens go on webhook calls only" in err
+
+
+def test_document_flags_beside_a_file_are_refused(
+    api: Api, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    doc = tmp_path / "t.yaml"
+    doc.write_text(
+        f"id: filed\nrecurrence: {{kind: every, interval_s: 60}}\ntarget: {{url: {URL}}}\n"
+    )
+    code, _, err = horae(capsys, "triggers", "create", "-f", str(doc), "--every", "0", "--oidc")
+    assert code == 2 and "-f FILE holds the whole document: --every, --oidc too" in err
+    assert api.backend.definitions == []
